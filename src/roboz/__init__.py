@@ -1,0 +1,1 @@
+"""RoboZ: typed LLM agents whose tools chain conditionally."""
