@@ -1,0 +1,32 @@
+"""LLM endpoints and the calls that use them."""
+
+from roboz.llm.completion import (
+    ReplyRejected,
+    call_llm_api,
+    complete_validated,
+    get_completion,
+    to_records,
+)
+from roboz.llm.endpoint import Completion, EndpointLike, LLMEndpoint, TokenUsage
+from roboz.llm.endpoints import MockLLMEndpoint
+from roboz.llm.errors import LLMError, LLMReplyError, MockScriptExhaustedError
+from roboz.llm.records import MessagesScrubber, ProviderRecord, default_messages_scrubber
+
+__all__ = [
+    "Completion",
+    "EndpointLike",
+    "LLMEndpoint",
+    "LLMError",
+    "LLMReplyError",
+    "MessagesScrubber",
+    "MockLLMEndpoint",
+    "MockScriptExhaustedError",
+    "ProviderRecord",
+    "ReplyRejected",
+    "TokenUsage",
+    "call_llm_api",
+    "complete_validated",
+    "default_messages_scrubber",
+    "get_completion",
+    "to_records",
+]

@@ -1,0 +1,174 @@
+"""Calling endpoints: raw text, usage, and validated replies with a bounded repair loop."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel, ValidationError
+
+from roboz.llm.endpoint import Completion, DeltaCallback, EndpointLike, TokenUsage
+from roboz.llm.errors import LLMReplyError
+from roboz.llm.records import (
+    ProviderRecord,
+    check_image_roles,
+    default_messages_scrubber,
+)
+from roboz.models import Message, Role
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+DEFAULT_MAX_REPAIRS = 2
+
+
+class ReplyRejected(ValueError):
+    """Raised by a reply parser to send the reason back to the LLM."""
+
+
+def to_records(endpoint: EndpointLike, messages: Sequence[Message]) -> list[ProviderRecord]:
+    scrubber = getattr(endpoint, "messages_scrubber", None) or default_messages_scrubber
+    records = scrubber(messages)
+    if not endpoint.accepts_images:
+        records = [_without_images(record) for record in records]
+    check_image_roles(records)
+    return records
+
+
+def _without_images(record: ProviderRecord) -> ProviderRecord:
+    images = record.get("images") or []
+    if not images:
+        return {"role": record["role"], "content": record["content"]}
+    # Say so rather than drop silently: the model should know something was attached.
+    note = f"[{len(images)} image(s) omitted: this endpoint does not accept images]"
+    content = f"{record['content']}\n{note}" if record["content"] else note
+    return {"role": record["role"], "content": content}
+
+
+def complete_records(
+    endpoint: EndpointLike,
+    records: Sequence[ProviderRecord],
+    *,
+    on_delta: DeltaCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> Completion:
+    return endpoint.complete(records, on_delta=on_delta, cancel=cancel)
+
+
+def call_llm_api(
+    endpoint: EndpointLike,
+    messages: Sequence[Message],
+    *,
+    on_delta: DeltaCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> tuple[str, TokenUsage]:
+    """Send messages to an endpoint; return the reply text and its token usage."""
+    completion = endpoint.complete(to_records(endpoint, messages), on_delta=on_delta, cancel=cancel)
+    return completion.text, completion.usage
+
+
+def complete_validated(
+    endpoint: EndpointLike,
+    messages: Sequence[Message],
+    parse: Callable[[str], T],
+    *,
+    max_repairs: int = DEFAULT_MAX_REPAIRS,
+    on_delta: DeltaCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> tuple[T, Completion, list[Message]]:
+    """Ask until ``parse`` accepts the reply, telling the LLM what was wrong each time.
+
+    Returns the parsed value, the accepted completion, and the repair exchange (rejected
+    replies and the corrections sent back) so callers can keep it in their conversation.
+    Raises LLMReplyError after ``max_repairs`` corrections.
+    """
+    conversation = list(messages)
+    repairs: list[Message] = []
+    for attempt in range(max_repairs + 1):
+        completion = endpoint.complete(
+            to_records(endpoint, conversation), on_delta=on_delta, cancel=cancel
+        )
+        try:
+            return parse(completion.text), completion, repairs
+        except (ReplyRejected, ValidationError, ValueError) as error:
+            reason = _reason(error)
+            if attempt == max_repairs:
+                raise LLMReplyError(
+                    f"the LLM reply was still unusable after {max_repairs} correction(s): {reason}",
+                    attempts=attempt + 1,
+                    last_reply=completion.text,
+                ) from error
+            rejected = Message(
+                role=Role.ASSISTANT,
+                content=completion.text,
+                message_kind="rejected_reply",
+                model=completion.model or None,
+            )
+            correction = Message(
+                role=Role.USER,
+                content=f"Your previous reply could not be used: {reason}. Reply again, "
+                "following the instructions exactly.",
+                message_kind="repair",
+            )
+            repairs += [rejected, correction]
+            conversation += [rejected, correction]
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _reason(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        problems = [
+            f"{'.'.join(str(part) for part in item['loc']) or 'reply'}: {item['msg']}"
+            for item in error.errors()
+        ]
+        return "; ".join(problems)
+    return str(error)
+
+
+@overload
+def get_completion(
+    endpoint: EndpointLike,
+    messages: Sequence[Message],
+    response_model: None = None,
+    *,
+    max_repairs: int = ...,
+    on_delta: DeltaCallback | None = ...,
+) -> str: ...
+
+
+@overload
+def get_completion(
+    endpoint: EndpointLike,
+    messages: Sequence[Message],
+    response_model: type[M],
+    *,
+    max_repairs: int = ...,
+    on_delta: DeltaCallback | None = ...,
+) -> M: ...
+
+
+def get_completion(
+    endpoint: EndpointLike,
+    messages: Sequence[Message],
+    response_model: type[BaseModel] | None = None,
+    *,
+    max_repairs: int = DEFAULT_MAX_REPAIRS,
+    on_delta: DeltaCallback | None = None,
+) -> Any:
+    """The reply text, or a ``response_model`` validated from the reply's JSON.
+
+    A reply that does not validate goes back to the LLM with the reason, at most
+    ``max_repairs`` times, then LLMReplyError is raised.
+    """
+    if response_model is None:
+        text, _usage = call_llm_api(endpoint, messages, on_delta=on_delta)
+        return text
+    value, _completion, _repairs = complete_validated(
+        endpoint,
+        messages,
+        response_model.model_validate_json,
+        max_repairs=max_repairs,
+        on_delta=on_delta,
+    )
+    return value

@@ -1,0 +1,84 @@
+"""The endpoint contract: anything that turns provider records into a completion."""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from roboz.llm.records import MessagesScrubber, ProviderRecord, default_messages_scrubber
+
+DeltaCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    model: str = ""
+
+
+@runtime_checkable
+class EndpointLike(Protocol):
+    """What tools and agents need from an LLM endpoint."""
+
+    model_name: str
+    max_context_tokens: int
+    accepts_images: bool
+
+    def complete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion: ...
+
+
+class LLMEndpoint(ABC):
+    """Base class of chat endpoints. Endpoints are instances: swap one for another freely.
+
+    Subclasses implement ``complete``. They receive records already mapped by
+    ``messages_scrubber`` (role, content, optional images) and must not keep a process-wide
+    slot across calls.
+    """
+
+    def __init__(
+        self,
+        *,
+        model_name: str,
+        max_context_tokens: int,
+        accepts_images: bool = False,
+        messages_scrubber: MessagesScrubber | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.model_name = model_name
+        self.max_context_tokens = max_context_tokens
+        self.accepts_images = accepts_images
+        self.messages_scrubber: MessagesScrubber = messages_scrubber or default_messages_scrubber
+        self.name = name or model_name
+
+    @abstractmethod
+    def complete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        """Send records to the model and return its reply."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model_name={self.model_name!r})"

@@ -1,0 +1,84 @@
+"""Concrete endpoints that need no provider: the scripted mock used by examples and tests."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from roboz.llm.endpoint import Completion, DeltaCallback, LLMEndpoint, TokenUsage
+from roboz.llm.errors import MockScriptExhaustedError
+from roboz.llm.records import MessagesScrubber, ProviderRecord
+
+MockReply = dict[str, Any] | str | BaseException
+
+
+def _estimate_tokens(text: str) -> int:
+    # Roughly four characters a token; good enough for usage figures of a mock.
+    return (len(text) + 3) // 4
+
+
+class MockLLMEndpoint(LLMEndpoint):
+    """Replies from a script, in order: a dict is sent as JSON, a str as is, an exception raised.
+
+    Every request's records are kept in ``requests`` so tests can see what the LLM was shown.
+    """
+
+    def __init__(
+        self,
+        responses: Iterable[MockReply] = (),
+        *,
+        model_name: str = "mock",
+        max_context_tokens: int = 128_000,
+        accepts_images: bool = True,
+        messages_scrubber: MessagesScrubber | None = None,
+        keep_requests: bool = True,
+    ) -> None:
+        super().__init__(
+            model_name=model_name,
+            max_context_tokens=max_context_tokens,
+            accepts_images=accepts_images,
+            messages_scrubber=messages_scrubber,
+            name="mock",
+        )
+        self.responses: list[MockReply] = list(responses)
+        self.requests: list[list[ProviderRecord]] = []
+        self.calls = 0
+        self._keep_requests = keep_requests
+        self._lock = threading.Lock()
+
+    @property
+    def remaining(self) -> int:
+        return len(self.responses) - self.calls
+
+    def complete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        with self._lock:
+            if self.calls >= len(self.responses):
+                raise MockScriptExhaustedError(
+                    f"MockLLMEndpoint has no reply left: all {len(self.responses)} scripted "
+                    "replies were used; add more responses to its script"
+                )
+            reply = self.responses[self.calls]
+            self.calls += 1
+            if self._keep_requests:
+                self.requests.append(list(records))
+        if isinstance(reply, BaseException):
+            raise reply
+        text = reply if isinstance(reply, str) else json.dumps(reply)
+        if on_delta is not None:
+            on_delta(text)
+        prompt_chars = sum(len(record["content"]) for record in records)
+        return Completion(
+            text=text,
+            usage=TokenUsage(
+                input_tokens=(prompt_chars + 3) // 4, output_tokens=_estimate_tokens(text)
+            ),
+            model=self.model_name,
+        )

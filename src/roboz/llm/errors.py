@@ -1,0 +1,20 @@
+"""Errors raised by the LLM layer."""
+
+from __future__ import annotations
+
+
+class LLMError(RuntimeError):
+    """Base class of LLM-layer failures."""
+
+
+class MockScriptExhaustedError(LLMError):
+    """A MockLLMEndpoint was asked for more replies than its script holds."""
+
+
+class LLMReplyError(LLMError):
+    """The LLM kept replying with something that could not be used, after every repair try."""
+
+    def __init__(self, message: str, *, attempts: int, last_reply: str) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.last_reply = last_reply

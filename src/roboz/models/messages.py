@@ -1,0 +1,62 @@
+"""Conversation messages and helpers to query them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
+
+from roboz.models.images import Image
+from roboz.models.truncation import Truncation
+
+
+class Role(StrEnum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    """A tool's result; providers receive it as a user message."""
+
+
+class Message(BaseModel):
+    """One entry of an agent's conversation.
+
+    ``caller`` names the tool that produced the message. Runtime metadata (truncation,
+    message_kind, endpoint, model, token counts) is kept on the instance and in
+    ``model_dump()``, omitted from ``model_json_schema()`` and from provider records.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role
+    content: str = ""
+    images: list[Image] = Field(default_factory=list)
+    caller: str | None = None
+
+    truncation: SkipJsonSchema[Truncation | None] = None
+    message_kind: SkipJsonSchema[str | None] = None
+    endpoint: SkipJsonSchema[str | None] = None
+    model: SkipJsonSchema[str | None] = None
+    token_input: SkipJsonSchema[int | None] = None
+    token_output: SkipJsonSchema[int | None] = None
+    times_shown: SkipJsonSchema[int] = 0
+    """How many LLM calls have included this message (drives truncation thresholds)."""
+
+
+def filter_messages(
+    *,
+    messages: Iterable[Message],
+    caller: str | None = None,
+    role: Role | None = None,
+    message_kind: str | None = None,
+) -> list[Message]:
+    """Messages matching every given criterion, in conversation order."""
+    return [
+        message
+        for message in messages
+        if (caller is None or message.caller == caller)
+        and (role is None or message.role == role)
+        and (message_kind is None or message.message_kind == message_kind)
+    ]

@@ -1,0 +1,17 @@
+"""Run-time plumbing: events and sinks, user interaction."""
+
+from roboz.runtime.events import Event, EventPipe, current_pipe, emit, use_pipe
+from roboz.runtime.io import CliUserIO, UserIO, current_user_io, interact_with_user, use_user_io
+
+__all__ = [
+    "CliUserIO",
+    "Event",
+    "EventPipe",
+    "UserIO",
+    "current_pipe",
+    "current_user_io",
+    "emit",
+    "interact_with_user",
+    "use_pipe",
+    "use_user_io",
+]

@@ -1,0 +1,144 @@
+"""Typed events an agent run emits, and the pipe that carries them to sinks."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of every event; ``agent`` names the agent that emitted it (if any)."""
+
+    agent: str | None = field(default=None, kw_only=True)
+
+
+@dataclass(frozen=True)
+class AgentStarted(Event):
+    mode: str = ""
+
+
+@dataclass(frozen=True)
+class AgentFinished(Event):
+    output: Any = None
+    steps: int = 0
+    llm_calls: int = 0
+
+
+@dataclass(frozen=True)
+class AgentFailed(Event):
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ToolStarted(Event):
+    tool: str = ""
+    trigger: str = ""  # "default", "invoked" or "chained"
+
+
+@dataclass(frozen=True)
+class ToolFinished(Event):
+    tool: str = ""
+    output: Any = None
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class SkillLoaded(Event):
+    skill: str = ""
+
+
+@dataclass(frozen=True)
+class LLMRequested(Event):
+    endpoint: str = ""
+    model: str = ""
+    messages: int = 0
+
+
+@dataclass(frozen=True)
+class LLMDelta(Event):
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class LLMReplied(Event):
+    text: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class LLMReplyRejected(Event):
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class UserNotified(Event):
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class UserPrompted(Event):
+    prompt: str = ""
+
+
+Sink = Callable[[Event], None]
+
+
+class EventPipe:
+    """Fans events out to subscribed sinks. A failing sink is logged, never fatal to the run."""
+
+    def __init__(self, sinks: list[Sink] | None = None) -> None:
+        self._sinks: list[Sink] = list(sinks or [])
+
+    def subscribe(self, sink: Sink) -> Callable[[], None]:
+        self._sinks.append(sink)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._sinks.remove(sink)
+
+        return unsubscribe
+
+    @property
+    def sinks(self) -> tuple[Sink, ...]:
+        return tuple(self._sinks)
+
+    def emit(self, event: Event) -> None:
+        for sink in self._sinks:
+            try:
+                sink(event)
+            except Exception:
+                logger.exception("event sink %r failed on %s", sink, type(event).__name__)
+
+
+_current_pipe: contextvars.ContextVar[EventPipe | None] = contextvars.ContextVar(
+    "roboz_event_pipe", default=None
+)
+
+
+def current_pipe() -> EventPipe | None:
+    """The pipe of the agent run in progress, if any."""
+    return _current_pipe.get()
+
+
+@contextlib.contextmanager
+def use_pipe(pipe: EventPipe | None) -> Iterator[None]:
+    token = _current_pipe.set(pipe)
+    try:
+        yield
+    finally:
+        _current_pipe.reset(token)
+
+
+def emit(event: Event) -> None:
+    """Emit on the current run's pipe; a no-op outside a run."""
+    pipe = _current_pipe.get()
+    if pipe is not None:
+        pipe.emit(event)

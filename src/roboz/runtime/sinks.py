@@ -1,0 +1,77 @@
+"""Event sinks. CliSink prints a readable live transcript of a run."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from roboz.runtime.events import (
+    AgentFailed,
+    AgentFinished,
+    AgentStarted,
+    Event,
+    LLMReplied,
+    LLMReplyRejected,
+    SkillLoaded,
+    ToolFinished,
+    ToolStarted,
+)
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    if hasattr(value, "model_dump"):
+        data = value.model_dump(exclude_none=True, exclude={"truncation"})
+        text = json.dumps(data, default=str, ensure_ascii=False)
+    else:
+        text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class CliSink:
+    """Prints one line per step: tools started and finished, LLM replies, the result."""
+
+    def __init__(self, console: Console | None = None, *, verbose: bool = False) -> None:
+        self.console = console or Console(highlight=False)
+        self.verbose = verbose
+
+    @classmethod
+    def default(cls) -> CliSink:
+        return cls()
+
+    def __call__(self, event: Event) -> None:
+        line = self.render(event)
+        if line is not None:
+            self.console.print(line)
+
+    def render(self, event: Event) -> str | None:
+        who = f"[dim]{escape(event.agent or '')}[/dim] " if event.agent else ""
+        match event:
+            case AgentStarted(mode=mode):
+                return f"{who}[bold]started[/bold] ({mode})"
+            case ToolStarted(tool=tool, trigger=trigger) if self.verbose:
+                return f"{who}→ {escape(tool)} [dim]({trigger})[/dim]"
+            case ToolFinished(tool=tool, output=output, duration_s=duration):
+                return (
+                    f"{who}[cyan]{escape(tool)}[/cyan] → {escape(_short(output))} "
+                    f"[dim]{duration * 1000:.1f} ms[/dim]"
+                )
+            case LLMReplied(text=text, input_tokens=tokens_in, output_tokens=tokens_out):
+                return (
+                    f"{who}[magenta]llm[/magenta] {escape(_short(text))} "
+                    f"[dim]({tokens_in}+{tokens_out} tokens)[/dim]"
+                )
+            case LLMReplyRejected(reason=reason):
+                return f"{who}[yellow]llm reply rejected[/yellow]: {escape(reason)}"
+            case SkillLoaded(skill=skill):
+                return f"{who}[green]skill loaded[/green] {escape(skill)}"
+            case AgentFinished(output=output, steps=steps, llm_calls=calls):
+                return (
+                    f"{who}[bold]finished[/bold] after {steps} step(s), {calls} LLM call(s): "
+                    f"{escape(_short(output))}"
+                )
+            case AgentFailed(error=error):
+                return f"{who}[bold red]failed[/bold red]: {escape(error)}"
+        return None

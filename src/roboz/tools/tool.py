@@ -1,0 +1,294 @@
+"""Tools: typed callables whose docstring is the instruction the LLM sees.
+
+``@tool`` turns ``f(input: X, messages: list[Message]) -> Y`` into a Tool. ``@factory`` turns
+``f(input: X, messages: list[Message], ctx: C) -> Y`` into a Factory; calling the factory with a
+context returns a Tool with that context bound in its closure. Both take the same chaining
+arguments: ``chained_to`` names the upstream tool(s) whose output becomes this tool's input,
+and ``chain_condition`` decides, from that output, whether this link fires.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar, Union, overload
+
+from roboz.models import Empty, Message
+
+C = TypeVar("C")
+ChainCondition = Callable[[Any], bool]
+
+
+class ToolDefinitionError(TypeError):
+    """A tool, factory or chain is declared wrongly; the message names the function."""
+
+
+class ToolOutputError(TypeError):
+    """A tool returned something other than what its annotation promises."""
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """A runnable step of an agent. Identity matters: every Tool is a distinct instance."""
+
+    name: str
+    instruction: str
+    input_type: type[Empty]
+    output_types: tuple[type[Empty], ...]
+    func: Callable[[Any, list[Message]], Any] = field(repr=False)
+    chained_to: tuple[str, ...] = ()
+    chain_condition: ChainCondition | None = field(default=None, repr=False)
+    records_own_output: bool = field(default=False, repr=False)
+    """Set by tools (like prompt_llm) that append their own conversation message."""
+
+    @property
+    def is_chained(self) -> bool:
+        """Chained tools are passive: only their parents' outputs trigger them."""
+        return bool(self.chained_to)
+
+    def run(self, input: Empty, messages: list[Message]) -> Empty:
+        output = self.func(input, messages)
+        if not isinstance(output, self.output_types):
+            expected = " | ".join(t.__name__ for t in self.output_types)
+            raise ToolOutputError(
+                f"tool {self.name!r} returned {type(output).__name__}, "
+                f"but its annotation promises {expected}"
+            )
+        return output
+
+    __call__ = run
+
+    def chain(
+        self,
+        *parents: Tool | Factory[Any] | str,
+        condition: ChainCondition | None = None,
+    ) -> Tool:
+        """A copy of this tool chained to ``parents`` (the upstream tools it follows)."""
+        if not parents:
+            raise ToolDefinitionError(f"{self.name}.chain() needs at least one parent tool")
+        return replace(
+            self, chained_to=_parent_names(parents, self.name), chain_condition=condition
+        )
+
+    def renamed(self, name: str) -> Tool:
+        return replace(self, name=name)
+
+    def accepts(self, value: Empty) -> bool:
+        return isinstance(value, self.input_type)
+
+
+class Factory(Generic[C]):
+    """Builds Tools that carry a context (typically an endpoint) in their closure."""
+
+    def __init__(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str,
+        instruction: str,
+        input_type: type[Empty],
+        output_types: tuple[type[Empty], ...],
+        chained_to: tuple[str, ...],
+        chain_condition: ChainCondition | None,
+    ) -> None:
+        self.func = func
+        self.name = name
+        self.instruction = instruction
+        self.input_type = input_type
+        self.output_types = output_types
+        self.chained_to = chained_to
+        self.chain_condition = chain_condition
+
+    def __call__(self, ctx: C) -> Tool:
+        func = self.func
+
+        def bound(input: Empty, messages: list[Message]) -> Any:
+            return func(input, messages, ctx)
+
+        return Tool(
+            name=self.name,
+            instruction=self.instruction,
+            input_type=self.input_type,
+            output_types=self.output_types,
+            func=bound,
+            chained_to=self.chained_to,
+            chain_condition=self.chain_condition,
+        )
+
+    def __repr__(self) -> str:
+        return f"Factory(name={self.name!r})"
+
+
+def _parent_names(parents: Sequence[Tool | Factory[Any] | str], child: str) -> tuple[str, ...]:
+    names = []
+    for parent in parents:
+        if isinstance(parent, str):
+            names.append(parent)
+        elif isinstance(parent, Tool | Factory):
+            names.append(parent.name)
+        else:
+            raise ToolDefinitionError(
+                f"tool {child!r}: chained_to must name tools or factories, got {parent!r}"
+            )
+    return tuple(names)
+
+
+def _normalize_parents(
+    chained_to: Tool | Factory[Any] | str | Sequence[Tool | Factory[Any] | str] | None,
+    child: str,
+) -> tuple[str, ...]:
+    if chained_to is None:
+        return ()
+    if isinstance(chained_to, Tool | Factory | str):
+        return _parent_names([chained_to], child)
+    return _parent_names(list(chained_to), child)
+
+
+def _signature_types(
+    func: Callable[..., Any], expected_params: int
+) -> tuple[type[Empty], tuple[type[Empty], ...]]:
+    """Check the tool signature; return its input type and output types."""
+    label = getattr(func, "__qualname__", repr(func))
+    params = list(inspect.signature(func).parameters.values())
+    kinds = {inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD}
+    if len(params) != expected_params or any(p.kind not in kinds for p in params):
+        shape = "(input, messages)" if expected_params == 2 else "(input, messages, ctx)"
+        raise ToolDefinitionError(
+            f"{label}: a {'tool' if expected_params == 2 else 'factory'} takes exactly "
+            f"{shape}, got ({', '.join(p.name for p in params)})"
+        )
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception as error:
+        raise ToolDefinitionError(f"{label}: cannot resolve annotations: {error}") from None
+    input_type = hints.get(params[0].name)
+    if not (isinstance(input_type, type) and issubclass(input_type, Empty)):
+        raise ToolDefinitionError(
+            f"{label}: the input parameter {params[0].name!r} must be annotated with Empty "
+            f"or a subclass of it, got {input_type!r}"
+        )
+    messages_type = hints.get(params[1].name)
+    if typing.get_origin(messages_type) not in (list, Sequence) or typing.get_args(
+        messages_type
+    ) != (Message,):
+        raise ToolDefinitionError(
+            f"{label}: the second parameter {params[1].name!r} must be annotated "
+            f"list[Message], got {messages_type!r}"
+        )
+    if "return" not in hints:
+        raise ToolDefinitionError(f"{label}: annotate the return type (a value model)")
+    return input_type, _output_types(hints["return"], label)
+
+
+def _output_types(annotation: Any, label: str) -> tuple[type[Empty], ...]:
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        members: tuple[Any, ...] = typing.get_args(annotation)
+    else:
+        members = (annotation,)
+    for member in members:
+        if not (isinstance(member, type) and issubclass(member, Empty)):
+            raise ToolDefinitionError(
+                f"{label}: the return annotation must be Empty, a subclass, or a union of "
+                f"them; {member!r} is not"
+            )
+    return tuple(members)
+
+
+def _instruction(func: Callable[..., Any]) -> str:
+    doc = inspect.getdoc(func)
+    if not doc:
+        raise ToolDefinitionError(
+            f"{func.__qualname__}: a tool's docstring is its instruction; write one"
+        )
+    return doc
+
+
+ToolFunc = Callable[[Any, list[Message]], Any]
+Parents = Tool | Factory[Any] | str | Sequence[Tool | Factory[Any] | str] | None
+
+
+@overload
+def tool(func: ToolFunc, /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    chained_to: Parents = None,
+    chain_condition: ChainCondition | None = None,
+    name: str | None = None,
+) -> Callable[[ToolFunc], Tool]: ...
+
+
+def tool(
+    func: ToolFunc | None = None,
+    /,
+    *,
+    chained_to: Parents = None,
+    chain_condition: ChainCondition | None = None,
+    name: str | None = None,
+) -> Tool | Callable[[ToolFunc], Tool]:
+    """Make a Tool of ``f(input, messages) -> output``; its docstring is the instruction."""
+
+    def decorate(func: ToolFunc) -> Tool:
+        input_type, output_types = _signature_types(func, 2)
+        tool_name = name or func.__name__
+        parents = _normalize_parents(chained_to, tool_name)
+        if chain_condition is not None and not parents:
+            raise ToolDefinitionError(f"{tool_name}: chain_condition needs chained_to")
+        return Tool(
+            name=tool_name,
+            instruction=_instruction(func),
+            input_type=input_type,
+            output_types=output_types,
+            func=func,
+            chained_to=parents,
+            chain_condition=chain_condition,
+        )
+
+    return decorate(func) if func is not None else decorate
+
+
+@overload
+def factory(func: Callable[..., Any], /) -> Factory[Any]: ...
+
+
+@overload
+def factory(
+    *,
+    chained_to: Parents = None,
+    chain_condition: ChainCondition | None = None,
+    name: str | None = None,
+) -> Callable[[Callable[..., Any]], Factory[Any]]: ...
+
+
+def factory(
+    func: Callable[..., Any] | None = None,
+    /,
+    *,
+    chained_to: Parents = None,
+    chain_condition: ChainCondition | None = None,
+    name: str | None = None,
+) -> Factory[Any] | Callable[[Callable[..., Any]], Factory[Any]]:
+    """Make a Factory of ``f(input, messages, ctx) -> output``; call it with a context."""
+
+    def decorate(func: Callable[..., Any]) -> Factory[Any]:
+        input_type, output_types = _signature_types(func, 3)
+        factory_name = name or func.__name__
+        parents = _normalize_parents(chained_to, factory_name)
+        if chain_condition is not None and not parents:
+            raise ToolDefinitionError(f"{factory_name}: chain_condition needs chained_to")
+        return Factory(
+            func,
+            name=factory_name,
+            instruction=_instruction(func),
+            input_type=input_type,
+            output_types=output_types,
+            chained_to=parents,
+            chain_condition=chain_condition,
+        )
+
+    return decorate(func) if func is not None else decorate
