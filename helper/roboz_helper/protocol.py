@@ -1,0 +1,185 @@
+"""Wire protocol between the SafeScripts helper and its clients.
+
+A connection carries exactly one exchange::
+
+    helper -> client   Greeting            (or a refused/busy Completion, then close)
+    client -> helper   one Request         (ListScripts | RunScript | ExecCommand)
+    helper -> client   Output* / ScriptEntry*
+    helper -> client   exactly one Completion, then close
+
+A request that cannot be decoded gets a ProtocolError frame instead and the connection closes.
+
+Every frame is a 4-byte big-endian length followed by that many bytes of msgpack. Decoding is
+strict: unknown fields, wrong types, unknown tags, trailing bytes and frames over
+MAX_FRAME_BYTES are errors. This module depends on msgspec and the standard library only,
+because the library client imports it and the helper's trusted base must stay small.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final, Literal, cast
+
+import msgspec
+
+PROTOCOL_VERSION: Final = 1
+
+# Large enough for a request with a long argv, small enough that a hostile peer cannot make
+# either side allocate much before the length check rejects it.
+MAX_FRAME_BYTES: Final = 256 * 1024
+
+# Output chunks are split below the frame limit so that msgpack overhead never pushes a
+# frame over it.
+MAX_CHUNK_BYTES: Final = 64 * 1024
+
+HEADER: Final = struct.Struct(">I")
+
+Status = Literal[
+    "listed", "success", "failed", "refused", "busy", "timeout", "output_limit", "killed"
+]
+Limit = Literal["timeout", "output", "memory", "pids", "cpu"]
+StreamName = Literal["stdout", "stderr"]
+
+
+class _Frame(
+    msgspec.Struct, tag_field="type", forbid_unknown_fields=True, frozen=True, kw_only=True
+):
+    """Common base: every frame is tagged by its `type` field and rejects unknown fields."""
+
+
+# --- requests (client -> helper) -------------------------------------------------------------
+
+
+class ListScripts(_Frame, tag="list_scripts"):
+    """List the scripts the caller's profile may run."""
+
+
+class RunScript(_Frame, tag="run_script"):
+    """Run a script by its path relative to the profile's scripts directory."""
+
+    path: str
+    args: list[str] = []
+
+
+class ExecCommand(_Frame, tag="exec_command"):
+    """Run an allowlisted executable; argv[0] must be one of the profile's commands."""
+
+    argv: list[str]
+
+
+Request = ListScripts | RunScript | ExecCommand
+
+
+# --- responses (helper -> client) ------------------------------------------------------------
+
+
+class Limits(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The limits of the caller's profile, so a client can plan before it asks."""
+
+    timeout_s: float
+    max_output_bytes: int
+    pids_max: int
+    memory_max_bytes: int
+    cpu_time_s: int
+    max_file_bytes: int
+    tmp_size_bytes: int
+    nofile_max: int
+    network: Literal["none", "loopback"]
+    max_runs: int
+
+
+class Greeting(_Frame, tag="greeting"):
+    protocol_version: int
+    helper_version: str
+    profile: str
+    uid: int
+    limits: Limits
+    max_frame_bytes: int = MAX_FRAME_BYTES
+
+
+class Output(_Frame, tag="output"):
+    stream: StreamName
+    data: bytes
+
+
+class ScriptEntry(_Frame, tag="script"):
+    name: str
+    description: str = ""
+
+
+class Completion(_Frame, tag="completion"):
+    status: Status
+    exit_code: int | None = None
+    signal: int | None = None
+    diagnostic: str = ""
+    wall_time_s: float = 0.0
+    cpu_time_s: float = 0.0
+    peak_memory_bytes: int = 0
+    # Which limit ended the run, so an agent can react (shorten, split, ask for more).
+    limit: Limit | None = None
+
+
+class ProtocolError(_Frame, tag="protocol_error"):
+    """Sent instead of a Completion when the peer's bytes were not a valid request."""
+
+    message: str
+
+
+Response = Greeting | Output | ScriptEntry | Completion | ProtocolError
+
+
+# --- framing ---------------------------------------------------------------------------------
+
+
+class FrameError(ValueError):
+    """Bytes on the wire do not form a valid frame."""
+
+
+_encoder = msgspec.msgpack.Encoder()
+_request_decoder = msgspec.msgpack.Decoder(Request)
+_response_decoder = msgspec.msgpack.Decoder(Response)
+
+
+def encode_frame(message: Request | Response, max_frame_bytes: int = MAX_FRAME_BYTES) -> bytes:
+    body = _encoder.encode(message)
+    if len(body) > max_frame_bytes:
+        raise FrameError(f"frame of {len(body)} bytes exceeds the limit of {max_frame_bytes}")
+    return HEADER.pack(len(body)) + body
+
+
+def parse_length(header: bytes, max_frame_bytes: int = MAX_FRAME_BYTES) -> int:
+    """Validate a length prefix before reading (and allocating for) the body."""
+    if len(header) != HEADER.size:
+        raise FrameError("truncated length prefix")
+    (length,) = HEADER.unpack(header)
+    if length == 0:
+        raise FrameError("empty frame")
+    if length > max_frame_bytes:
+        raise FrameError(f"frame length {length} exceeds the limit of {max_frame_bytes}")
+    return int(length)
+
+
+def _decode(decoder: msgspec.msgpack.Decoder, body: bytes, what: str) -> object:
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise FrameError(f"invalid {what}: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise FrameError(f"malformed {what}: {exc}") from None
+
+
+def decode_request(body: bytes) -> Request:
+    # The decoder was built for exactly this union, so the result has that type.
+    return cast(Request, _decode(_request_decoder, body, "request"))
+
+
+def decode_response(body: bytes) -> Response:
+    return cast(Response, _decode(_response_decoder, body, "response"))
+
+
+def split_output(stream: StreamName, data: bytes) -> list[Output]:
+    """Cut one chunk of process output into frames that each fit the frame limit."""
+    return [
+        Output(stream=stream, data=data[i : i + MAX_CHUNK_BYTES])
+        for i in range(0, len(data), MAX_CHUNK_BYTES)
+    ]
