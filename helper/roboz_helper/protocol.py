@@ -50,18 +50,18 @@ class _Frame(
 # --- requests (client -> helper) -------------------------------------------------------------
 
 
-class ListScripts(_Frame, tag="list_scripts"):
+class ListScripts(_Frame, tag="list_scripts", frozen=True):
     """List the scripts the caller's profile may run."""
 
 
-class RunScript(_Frame, tag="run_script"):
+class RunScript(_Frame, tag="run_script", frozen=True):
     """Run a script by its path relative to the profile's scripts directory."""
 
     path: str
     args: list[str] = []
 
 
-class ExecCommand(_Frame, tag="exec_command"):
+class ExecCommand(_Frame, tag="exec_command", frozen=True):
     """Run an allowlisted executable; argv[0] must be one of the profile's commands."""
 
     argv: list[str]
@@ -88,7 +88,7 @@ class Limits(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     max_runs: int
 
 
-class Greeting(_Frame, tag="greeting"):
+class Greeting(_Frame, tag="greeting", frozen=True):
     protocol_version: int
     helper_version: str
     profile: str
@@ -97,17 +97,17 @@ class Greeting(_Frame, tag="greeting"):
     max_frame_bytes: int = MAX_FRAME_BYTES
 
 
-class Output(_Frame, tag="output"):
+class Output(_Frame, tag="output", frozen=True):
     stream: StreamName
     data: bytes
 
 
-class ScriptEntry(_Frame, tag="script"):
+class ScriptEntry(_Frame, tag="script", frozen=True):
     name: str
     description: str = ""
 
 
-class Completion(_Frame, tag="completion"):
+class Completion(_Frame, tag="completion", frozen=True):
     status: Status
     exit_code: int | None = None
     signal: int | None = None
@@ -119,7 +119,7 @@ class Completion(_Frame, tag="completion"):
     limit: Limit | None = None
 
 
-class ProtocolError(_Frame, tag="protocol_error"):
+class ProtocolError(_Frame, tag="protocol_error", frozen=True):
     """Sent instead of a Completion when the peer's bytes were not a valid request."""
 
     message: str
