@@ -1,0 +1,150 @@
+"""Finding scripts under a profile's scripts directory without ever following a symlink.
+
+A client names a script by a relative path. The path is resolved exactly once, component by
+component from a directory fd with O_NOFOLLOW, and the final open yields the descriptor the
+sandbox executes, so nothing can be swapped between the check and the exec.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+
+MAX_PATH_BYTES = 1024
+MAX_LISTED = 1000
+_DESCRIPTION_PEEK = 4096
+
+
+class ScriptRefused(ValueError):
+    """The requested script path is not acceptable; the message says why."""
+
+
+def check_relative_path(path: str) -> list[str]:
+    """Split a client-supplied script path into components, refusing anything tricky."""
+    if not path:
+        raise ScriptRefused("empty script path")
+    if "\0" in path:
+        raise ScriptRefused("script path contains a NUL byte")
+    if len(path.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
+        raise ScriptRefused("script path is too long")
+    if path.startswith("/"):
+        raise ScriptRefused(f"script path must be relative to the scripts directory: {path!r}")
+    parts = path.split("/")
+    for part in parts:
+        if part in ("", ".", ".."):
+            raise ScriptRefused(f"script path may not contain '..', '.' or '//': {path!r}")
+    return parts
+
+
+def open_script(scripts_dir: str, path: str) -> int:
+    """Open a script for execution; returns an O_RDONLY, close-on-exec fd the caller owns.
+
+    Each directory is opened relative to its parent with O_NOFOLLOW, so a symlink anywhere in
+    the path (ELOOP/ENOTDIR) is refused rather than followed; the last open also refuses FIFOs
+    and devices by checking the opened file, not the name.
+    """
+    parts = check_relative_path(path)
+    nofollow_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        dir_fd = os.open(scripts_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise ScriptRefused(f"scripts directory unavailable: {exc.strerror}") from None
+    try:
+        for part in parts[:-1]:
+            try:
+                next_fd = os.open(part, nofollow_dir, dir_fd=dir_fd)
+            except OSError as exc:
+                raise ScriptRefused(_explain(path, part, exc)) from None
+            os.close(dir_fd)
+            dir_fd = next_fd
+        try:
+            # O_NONBLOCK: opening a FIFO must not hang the helper; the fstat below refuses it.
+            fd = os.open(
+                parts[-1],
+                os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY,
+                dir_fd=dir_fd,
+            )
+        except OSError as exc:
+            raise ScriptRefused(_explain(path, parts[-1], exc)) from None
+    finally:
+        os.close(dir_fd)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ScriptRefused(f"not a regular file: {path!r}")
+        if not info.st_mode & 0o111:
+            raise ScriptRefused(f"script is not executable: {path!r}")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _explain(path: str, part: str, exc: OSError) -> str:
+    # O_NOFOLLOW reports a symlink as ELOOP; ENOTDIR is a symlink or a file used as a directory.
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return f"script path goes through a symlink or non-directory ({part!r}): {path!r}"
+    if exc.errno == errno.ENOENT:
+        return f"no such script: {path!r}"
+    return f"cannot open script {path!r}: {exc.strerror}"
+
+
+@dataclass(frozen=True)
+class ScriptInfo:
+    name: str
+    description: str
+
+
+def describe(head: bytes) -> str:
+    """The first comment line after an optional shebang, without its '#'."""
+    lines = head.split(b"\n")
+    if lines and lines[0].startswith(b"#!"):
+        lines = lines[1:]
+    for raw in lines:
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith(b"#"):
+            return line.lstrip(b"#").strip().decode("utf-8", "replace")
+        return ""
+    return ""
+
+
+def list_scripts(scripts_dir: str) -> list[ScriptInfo]:
+    """Regular executable files under scripts_dir (recursively, symlinks skipped), sorted."""
+    found: list[ScriptInfo] = []
+    # fwalk hands out directory fds, so reading a description opens relative to the directory
+    # that was listed, not to a path that could have been swapped for a symlink meanwhile.
+    for dirpath, dirnames, filenames, dir_fd in os.fwalk(scripts_dir, follow_symlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel_dir = os.path.relpath(dirpath, scripts_dir)
+        for name in sorted(filenames):
+            if name.startswith(".") or len(found) >= MAX_LISTED:
+                continue
+            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            head = _read_head(name, dir_fd)
+            if head is not None:
+                found.append(ScriptInfo(name=rel, description=describe(head)))
+    found.sort(key=lambda s: s.name)
+    return found
+
+
+def _read_head(name: str, dir_fd: int) -> bytes | None:
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd
+        )
+    except OSError:
+        return None  # symlinks (ELOOP), races and unreadable files are simply not listed
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or not info.st_mode & 0o111:
+            return None
+        return os.read(fd, _DESCRIPTION_PEEK)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -1,0 +1,1 @@
+"""The Shed: guarded host tools for agents."""

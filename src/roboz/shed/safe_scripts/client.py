@@ -1,0 +1,326 @@
+"""Blocking client for the SafeScripts helper daemon.
+
+One call is one connection: connect, read the helper's greeting, send one request, read frames
+until the single Completion. Transport and protocol failures raise SafeScriptsError subclasses;
+a run that was refused, timed out or hit a limit is a normal result with that status, so an
+agent can read the diagnostic and react.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from roboz_helper import protocol
+from roboz_helper.protocol import (
+    Completion,
+    ExecCommand,
+    FrameError,
+    Greeting,
+    ListScripts,
+    Output,
+    ProtocolError,
+    RunScript,
+    ScriptEntry,
+)
+
+OutputCallback = Callable[[str, bytes], None]
+
+DEFAULT_CAPTURE_BYTES = 1 << 20
+# Slack on top of the profile's run timeout before the client stops waiting: the helper's own
+# deadline should always fire first and report `timeout` properly.
+_RUN_GRACE_S = 15.0
+
+
+class SafeScriptsError(Exception):
+    """Base class of every SafeScripts client error."""
+
+
+class HelperUnavailable(SafeScriptsError):
+    """The helper's socket is missing, refuses connections or is not accessible to us."""
+
+
+class ClientRefused(SafeScriptsError):
+    """The helper does not authorize this client (no matching [[clients]] rule)."""
+
+
+class HelperBusy(SafeScriptsError):
+    """The helper is at its connection limit or this client at its run limit."""
+
+
+class ProtocolMismatch(SafeScriptsError):
+    """The helper speaks another protocol version, or sent bytes we cannot decode."""
+
+
+class HelperProtocolError(SafeScriptsError):
+    """The helper rejected our request as malformed."""
+
+
+class ConnectionLost(SafeScriptsError):
+    """The helper closed the connection before sending a completion."""
+
+
+class HelperTimeout(SafeScriptsError):
+    """No frame from the helper within the client's timeout."""
+
+
+@dataclass(frozen=True)
+class ScriptInfo:
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class ShellScriptResult:
+    status: str
+    exit_code: int | None
+    signal: int | None
+    stdout: str
+    stderr: str
+    diagnostic: str
+    wall_time_s: float
+    cpu_time_s: float
+    peak_memory_bytes: int
+    limit: str | None
+    # True when more output arrived than the client keeps (max_capture_bytes per stream).
+    output_truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success"
+
+    @property
+    def exit_status(self) -> int | None:
+        """Shell convention: the exit code, or 128+N for death by signal N."""
+        if self.exit_code is not None:
+            return self.exit_code
+        if self.signal is not None:
+            return 128 + self.signal
+        return None
+
+
+class _Capture:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.data = bytearray()
+        self.truncated = False
+
+    def add(self, chunk: bytes) -> None:
+        room = self.limit - len(self.data)
+        if len(chunk) > room:
+            self.truncated = True
+            chunk = chunk[: max(room, 0)]
+        self.data += chunk
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace")
+
+
+class _Connection:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def recv_exactly(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except TimeoutError:
+                raise HelperTimeout("timed out waiting for the helper") from None
+            except ConnectionResetError:
+                chunk = b""
+            if not chunk:
+                raise ConnectionLost("the helper closed the connection unexpectedly")
+            buf += chunk
+        return bytes(buf)
+
+    def read(self) -> protocol.Response:
+        try:
+            length = protocol.parse_length(self.recv_exactly(protocol.HEADER.size))
+            return protocol.decode_response(self.recv_exactly(length))
+        except FrameError as exc:
+            raise ProtocolMismatch(f"undecodable frame from the helper: {exc}") from None
+
+    def send(self, message: protocol.Request) -> None:
+        try:
+            self.sock.sendall(protocol.encode_frame(message))
+        except (BrokenPipeError, ConnectionResetError):
+            raise ConnectionLost("the helper closed the connection unexpectedly") from None
+
+
+class SafeScriptsClient:
+    """Talk to a roboz-helper on `socket_path`.
+
+    `timeout` bounds connecting and each wait for a frame; while a run is in progress the wait
+    is stretched to the run's own time limit announced in the greeting.
+    """
+
+    def __init__(
+        self,
+        socket_path: str,
+        timeout: float = 10.0,
+        max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
+    ) -> None:
+        self.socket_path = socket_path
+        self.timeout = timeout
+        self.max_capture_bytes = max_capture_bytes
+
+    # --- public API ---------------------------------------------------------------------------
+
+    def check(self) -> Greeting:
+        """Connect and return the helper's greeting, or raise why that is not possible."""
+        conn = self._connect()
+        try:
+            return self._greeting(conn)
+        finally:
+            conn.sock.close()
+
+    def list_scripts(self) -> list[ScriptInfo]:
+        conn = self._connect()
+        try:
+            self._greeting(conn)
+            conn.send(ListScripts())
+            found: list[ScriptInfo] = []
+            while True:
+                frame = conn.read()
+                if isinstance(frame, ScriptEntry):
+                    found.append(ScriptInfo(frame.name, frame.description))
+                elif isinstance(frame, Completion):
+                    if frame.status != "listed":
+                        _raise_for_handshake(frame)
+                        raise SafeScriptsError(f"listing failed: {frame.diagnostic}")
+                    return found
+                else:
+                    _unexpected(frame)
+        finally:
+            conn.sock.close()
+
+    def run_script(
+        self,
+        path: str,
+        args: Sequence[str] = (),
+        on_output: OutputCallback | None = None,
+    ) -> ShellScriptResult:
+        """Run `path` (relative to the profile's scripts directory) with `args`."""
+        return self._run(RunScript(path=path, args=list(args)), on_output)
+
+    def exec_command(
+        self, argv: Sequence[str], on_output: OutputCallback | None = None
+    ) -> ShellScriptResult:
+        """Run an allowlisted executable; argv[0] must be its absolute path."""
+        return self._run(ExecCommand(argv=list(argv)), on_output)
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _connect(self) -> _Connection:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.socket_path)
+        except FileNotFoundError:
+            sock.close()
+            raise HelperUnavailable(
+                f"no helper socket at {self.socket_path}; is roboz-helper running?"
+            ) from None
+        except ConnectionRefusedError:
+            sock.close()
+            raise HelperUnavailable(
+                f"nothing is listening on {self.socket_path}; is roboz-helper running?"
+            ) from None
+        except PermissionError:
+            sock.close()
+            raise HelperUnavailable(
+                f"permission denied on {self.socket_path}; is this user in the helper's group?"
+            ) from None
+        except TimeoutError:
+            sock.close()
+            raise HelperTimeout(f"connecting to {self.socket_path} timed out") from None
+        except OSError as exc:
+            sock.close()
+            if exc.errno == errno.EAGAIN:  # listen backlog full
+                raise HelperBusy(f"the helper at {self.socket_path} is overloaded") from None
+            raise HelperUnavailable(f"cannot connect to {self.socket_path}: {exc}") from None
+        return _Connection(sock)
+
+    def _greeting(self, conn: _Connection) -> Greeting:
+        frame = conn.read()
+        if isinstance(frame, Completion):
+            _raise_for_handshake(frame)
+        if not isinstance(frame, Greeting):
+            raise ProtocolMismatch(f"expected a greeting, got {type(frame).__name__}")
+        if frame.protocol_version != protocol.PROTOCOL_VERSION:
+            raise ProtocolMismatch(
+                f"helper speaks protocol {frame.protocol_version}, "
+                f"this client speaks {protocol.PROTOCOL_VERSION}"
+            )
+        return frame
+
+    def _run(
+        self, request: RunScript | ExecCommand, on_output: OutputCallback | None
+    ) -> ShellScriptResult:
+        conn = self._connect()
+        try:
+            try:
+                greeting = self._greeting(conn)
+            except (ClientRefused, HelperBusy) as exc:
+                status = "refused" if isinstance(exc, ClientRefused) else "busy"
+                return _empty_result(status, str(exc))
+            conn.sock.settimeout(max(self.timeout, greeting.limits.timeout_s + _RUN_GRACE_S))
+            conn.send(request)
+            out = _Capture(self.max_capture_bytes)
+            err = _Capture(self.max_capture_bytes)
+            while True:
+                frame = conn.read()
+                if isinstance(frame, Output):
+                    (out if frame.stream == "stdout" else err).add(frame.data)
+                    if on_output is not None:
+                        on_output(frame.stream, frame.data)
+                elif isinstance(frame, Completion):
+                    return ShellScriptResult(
+                        status=frame.status,
+                        exit_code=frame.exit_code,
+                        signal=frame.signal,
+                        stdout=out.text(),
+                        stderr=err.text(),
+                        diagnostic=frame.diagnostic,
+                        wall_time_s=frame.wall_time_s,
+                        cpu_time_s=frame.cpu_time_s,
+                        peak_memory_bytes=frame.peak_memory_bytes,
+                        limit=frame.limit,
+                        output_truncated=out.truncated or err.truncated,
+                    )
+                else:
+                    _unexpected(frame)
+        finally:
+            conn.sock.close()
+
+
+def _raise_for_handshake(frame: Completion) -> None:
+    if frame.status == "refused":
+        raise ClientRefused(frame.diagnostic or "the helper refused this client")
+    if frame.status == "busy":
+        raise HelperBusy(frame.diagnostic or "the helper is busy")
+    raise ConnectionLost(f"the helper ended the exchange: {frame.status}: {frame.diagnostic}")
+
+
+def _unexpected(frame: protocol.Response) -> None:
+    if isinstance(frame, ProtocolError):
+        raise HelperProtocolError(f"the helper rejected the request: {frame.message}")
+    raise ProtocolMismatch(f"unexpected {type(frame).__name__} frame from the helper")
+
+
+def _empty_result(status: str, diagnostic: str) -> ShellScriptResult:
+    return ShellScriptResult(
+        status=status,
+        exit_code=None,
+        signal=None,
+        stdout="",
+        stderr="",
+        diagnostic=diagnostic,
+        wall_time_s=0.0,
+        cpu_time_s=0.0,
+        peak_memory_bytes=0,
+        limit=None,
+    )
