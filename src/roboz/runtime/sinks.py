@@ -34,7 +34,7 @@ class CliSink:
     """Prints one line per step: tools started and finished, LLM replies, the result."""
 
     def __init__(self, console: Console | None = None, *, verbose: bool = False) -> None:
-        self.console = console or Console(highlight=False)
+        self.console = console or Console(highlight=False, soft_wrap=True)
         self.verbose = verbose
 
     @classmethod
@@ -53,6 +53,8 @@ class CliSink:
                 return f"{who}[bold]started[/bold] ({mode})"
             case ToolStarted(tool=tool, trigger=trigger) if self.verbose:
                 return f"{who}→ {escape(tool)} [dim]({trigger})[/dim]"
+            case ToolFinished(tool="prompt_llm"):
+                return None  # the LLM reply line already shows the chosen action
             case ToolFinished(tool=tool, output=output, duration_s=duration):
                 return (
                     f"{who}[cyan]{escape(tool)}[/cyan] → {escape(_short(output))} "

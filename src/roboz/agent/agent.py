@@ -1,0 +1,178 @@
+"""The Agent: a loop that calls tools."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from roboz.agent.errors import AgentConfigurationError, AgentRunError
+from roboz.agent.graph import ToolGraph
+from roboz.agent.mode import AgentMode
+from roboz.agent.run import AgentRun
+from roboz.agent.user import NoInputUserIO, make_ask_user_tool
+from roboz.llm import EndpointLike
+from roboz.models import Message, Role, Stop
+from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, EventPipe, Sink, use_pipe
+from roboz.runtime.io import UserIO, current_user_io, use_user_io
+from roboz.tools import Skill, Tool
+
+ToolEntry = Tool | Sequence[Tool]
+
+
+def flatten_tools(entries: Iterable[ToolEntry]) -> list[Tool]:
+    """Tools and chains (sequences of tools) as one flat list, order kept."""
+    flat: list[Tool] = []
+    for entry in entries:
+        if isinstance(entry, Tool):
+            flat.append(entry)
+        elif isinstance(entry, Sequence) and not isinstance(entry, str):
+            flat.extend(flatten_tools(entry))
+        else:
+            raise AgentConfigurationError(
+                f"{entry!r} is not a Tool or a chain of tools (call factories with their context)"
+            )
+    return flat
+
+
+class Agent:
+    """Runs default tools in order, follows chains, and lets an LLM pick actions.
+
+    ``tools`` are the agent's tools: unchained ones are offered to the LLM, chained ones run
+    only after their parent. ``default_tools`` run in order whenever a chain ends; for
+    STEERABLE and AUTONOMOUS agents ``prompt_llm`` is built internally as the last default.
+    ``skills`` are offered on demand; ``auto_loaded_skills`` are loaded at start.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        system_prompt: str = "",
+        *,
+        agent_endpoint: EndpointLike | None = None,
+        tools: Sequence[ToolEntry] = (),
+        default_tools: Sequence[ToolEntry] = (),
+        mode: AgentMode = AgentMode.STEERABLE,
+        skills: Sequence[Skill] = (),
+        auto_loaded_skills: Sequence[Skill] = (),
+        event_pipe: EventPipe | None = None,
+        event_sinks: Sequence[Sink] | None = None,
+        user_io: UserIO | None = None,
+        automatic_tool_prompt: bool = True,
+        initial_messages: Sequence[Message | str] = (),
+        description: str = "",
+        max_steps: int = 1000,
+        max_repairs: int = 2,
+    ) -> None:
+        if event_pipe is not None and event_sinks is not None:
+            raise AgentConfigurationError(
+                f"agent {name!r}: pass either event_pipe or event_sinks, not both"
+            )
+        self.name = name
+        self.description = description
+        self.system_prompt = system_prompt
+        self.mode = AgentMode(mode)
+        self.agent_endpoint = agent_endpoint
+        self.tools = flatten_tools(tools)
+        self.default_tools = flatten_tools(default_tools)
+        self.skills = list(skills)
+        self.auto_loaded_skills = list(auto_loaded_skills)
+        self.event_pipe = (
+            event_pipe if event_pipe is not None else EventPipe(list(event_sinks or []))
+        )
+        self.user_io = user_io
+        self.automatic_tool_prompt = automatic_tool_prompt
+        self.initial_messages = [
+            m if isinstance(m, Message) else Message(role=Role.USER, content=m)
+            for m in initial_messages
+        ]
+        self.max_steps = max_steps
+        self.max_repairs = max_repairs
+        self.ask_user_tool = make_ask_user_tool() if self.mode is AgentMode.STEERABLE else None
+        self.messages: list[Message] = []
+        self._validate()
+
+    @property
+    def llm_driven(self) -> bool:
+        return self.mode is not AgentMode.DETERMINISTIC
+
+    def _validate(self) -> None:
+        label = f"agent {self.name!r}"
+        if self.llm_driven and self.agent_endpoint is None:
+            raise AgentConfigurationError(
+                f"{label}: mode {self.mode.value} asks an LLM, so it needs agent_endpoint"
+            )
+        if not self.llm_driven and not self.default_tools:
+            raise AgentConfigurationError(
+                f"{label}: a deterministic agent needs at least one default tool"
+            )
+        for default in self.default_tools:
+            if default.is_chained:
+                raise AgentConfigurationError(
+                    f"{label}: default tool {default.name!r} declares chained_to; defaults "
+                    "cannot be chained to another tool"
+                )
+            try:
+                default.input_type()
+            except ValueError:
+                raise AgentConfigurationError(
+                    f"{label}: default tool {default.name!r} takes "
+                    f"{default.input_type.__name__}, which has required fields; defaults run "
+                    "with no input"
+                ) from None
+        names = [s.name for s in self.skills + self.auto_loaded_skills]
+        if len(set(names)) != len(names):
+            raise AgentConfigurationError(f"{label}: skill names must be unique: {names}")
+        # Build the whole graph once, every skill included, so a bad chain fails now and not
+        # in the middle of a run when a skill happens to be loaded.
+        graph = ToolGraph()
+        graph.add(self.tools)
+        graph.add(self.default_tools, origin="default_tools")
+        if self.ask_user_tool is not None:
+            graph.add([self.ask_user_tool])
+        for skill in self.skills + self.auto_loaded_skills:
+            for item in skill.with_prerequisites():
+                graph.add(item.tools, origin=f"skill {item.name!r}")
+        reserved = {"prompt_llm"} | {s.name for s in self.skills}
+        clashes = reserved & set(graph.tools)
+        if clashes:
+            raise AgentConfigurationError(
+                f"{label}: tool names {sorted(clashes)} clash with prompt_llm or a skill name"
+            )
+
+    def invoke(self, messages: list[Message] | None = None) -> tuple[Stop, list[Message]]:
+        """Run until a tool returns Stop. Returns the Stop and the full conversation.
+
+        Pass ``messages`` to continue an earlier conversation; otherwise the run starts from
+        ``initial_messages``. On error an AgentRunError carries the conversation so far.
+        """
+        conversation = messages if messages is not None else list(self.initial_messages)
+        self.messages = conversation
+        user_io = self.user_io
+        if self.mode is AgentMode.AUTONOMOUS:
+            user_io = NoInputUserIO(user_io or current_user_io())
+        with use_pipe(self.event_pipe), use_user_io(user_io):
+            self.event_pipe.emit(AgentStarted(agent=self.name, mode=self.mode.value))
+            run = AgentRun(self, conversation)
+            try:
+                stop = run.run()
+            except AgentRunError as error:
+                self.event_pipe.emit(AgentFailed(agent=self.name, error=str(error)))
+                raise
+            self.last_run = run
+            self.event_pipe.emit(
+                AgentFinished(
+                    agent=self.name, output=stop, steps=run.steps, llm_calls=run.llm_calls
+                )
+            )
+        return stop, conversation
+
+    def show_agent_info(self, *, print_it: bool = True) -> str:
+        """The complete configuration, system prompt included; printed and returned."""
+        from roboz.agent.info import describe_agent
+
+        text = describe_agent(self)
+        if print_it:
+            print(text)
+        return text
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, mode={self.mode.value})"

@@ -1,0 +1,309 @@
+"""One run of an agent: the scheduler loop over defaults, chains and invocations."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from roboz.agent.errors import (
+    AgentConfigurationError,
+    AgentReplyError,
+    AgentRunError,
+    ChainConflictError,
+    MaxStepsExceededError,
+    ToolExecutionError,
+)
+from roboz.agent.graph import ChainConflict, ToolGraph
+from roboz.agent.prompting import action_json, parse_action, render_system_prompt
+from roboz.agent.view import ConversationView
+from roboz.llm import (
+    Completion,
+    EndpointLike,
+    LLMReplyError,
+    ProviderRecord,
+    complete_validated,
+)
+from roboz.llm.endpoint import DeltaCallback
+from roboz.models import Empty, Invoke, Message, Role, Stop
+from roboz.models.values import images_of, payload_json
+from roboz.runtime.events import (
+    LLMDelta,
+    LLMReplied,
+    LLMReplyRejected,
+    LLMRequested,
+    SkillLoaded,
+    ToolFinished,
+    ToolStarted,
+    emit,
+)
+from roboz.tools import Skill, Tool
+
+if TYPE_CHECKING:
+    from roboz.agent.agent import Agent
+
+PROMPT_LLM = "prompt_llm"
+
+
+class AgentRun:
+    """Mutable state of a single ``invoke()``: conversation, loaded skills, counters."""
+
+    def __init__(self, agent: Agent, messages: list[Message]) -> None:
+        self.agent = agent
+        self.messages = messages
+        self.graph = ToolGraph()
+        self.graph.add(agent.tools)
+        self.graph.add(agent.default_tools, origin="default_tools")
+        self.loaded: list[Skill] = []
+        self.steps = 0
+        self.llm_calls = 0
+        self._system_record: ProviderRecord | None = None
+        self._view = ConversationView(agent.agent_endpoint) if agent.agent_endpoint else None
+        self.defaults = list(agent.default_tools)
+        if agent.llm_driven:
+            self.defaults.append(self._prompt_llm_tool())
+        for skill in agent.auto_loaded_skills:
+            self.load_skill(skill, announce=False)
+
+    # -- what the LLM may choose -------------------------------------------------------------
+
+    def actions(self) -> dict[str, Tool]:
+        """Active tools the LLM can invoke: listed or loaded tools that are not chained."""
+        active = {t.name: t for t in self.agent.tools if not t.is_chained}
+        for skill in self.loaded:
+            active.update({t.name: t for t in skill.tools if not t.is_chained})
+        if self.agent.ask_user_tool is not None:
+            active[self.agent.ask_user_tool.name] = self.agent.ask_user_tool
+        return active
+
+    def offered_skills(self) -> dict[str, Skill]:
+        loaded = {skill.name for skill in self.loaded}
+        return {s.name: s for s in self.agent.skills if s.name not in loaded}
+
+    def passive(self) -> dict[str, Tool]:
+        return {name: t for name, t in self.graph.tools.items() if t.is_chained}
+
+    def system_prompt(self) -> str:
+        return render_system_prompt(
+            self.agent.system_prompt,
+            automatic_tool_prompt=self.agent.automatic_tool_prompt,
+            actions=self.actions().values(),
+            offered_skills=self.offered_skills().values(),
+            loaded_skills=self.loaded,
+        )
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> Stop:
+        while True:
+            for default in self.defaults:
+                result = self.run_chain(default, default.input_type(), "default")
+                if result is not None:
+                    return result
+
+    def run_chain(self, tool: Tool, value: Empty, trigger: str) -> Stop | None:
+        """Run ``tool`` and whatever its output leads to; Stop ends the run."""
+        current, how = tool, trigger
+        while True:
+            output = self.execute(current, value, how)
+            if isinstance(output, Stop):
+                return output
+            if isinstance(output, Invoke):
+                target = self.resolve(output, current)
+                if target is None:
+                    return None  # a skill was loaded; the chain ends there
+                current, value, how = target, output.input, "invoked"
+                continue
+            try:
+                child = self.graph.next_in_chain(current, output)
+            except ChainConflict as conflict:
+                raise ChainConflictError(str(conflict), messages=self.messages) from None
+            if child is None:
+                return None
+            current, value, how = child, output, "chained"
+
+    def resolve(self, invoke: Invoke, caller: Tool) -> Tool | None:
+        skill = self.offered_skills().get(invoke.action)
+        if skill is not None:
+            self.steps += 1
+            self.load_skill(skill, announce=True)
+            return None
+        target = self.actions().get(invoke.action) or self.graph.tools.get(invoke.action)
+        if target is None:
+            raise ToolExecutionError(
+                f"tool {caller.name!r} asked to invoke {invoke.action!r}, which this agent "
+                "does not have",
+                tool=caller.name,
+                messages=self.messages,
+            )
+        if not isinstance(invoke.input, target.input_type):
+            try:
+                invoke.input = target.input_type.model_validate(invoke.input.model_dump())
+            except ValueError as error:
+                raise ToolExecutionError(
+                    f"tool {caller.name!r} invoked {target.name!r} with input that does not "
+                    f"fit {target.input_type.__name__}: {error}",
+                    tool=caller.name,
+                    messages=self.messages,
+                ) from error
+        return target
+
+    def execute(self, tool: Tool, value: Empty, trigger: str) -> Empty:
+        self.steps += 1
+        if self.steps > self.agent.max_steps:
+            raise MaxStepsExceededError(
+                f"the run took more than {self.agent.max_steps} steps without a Stop",
+                messages=self.messages,
+            )
+        name = self.agent.name
+        emit(ToolStarted(agent=name, tool=tool.name, trigger=trigger))
+        started = time.perf_counter()
+        try:
+            output = tool.run(value, self.messages)
+        except AgentRunError:
+            raise
+        except Exception as error:
+            raise ToolExecutionError(
+                f"tool {tool.name!r} failed: {type(error).__name__}: {error}",
+                tool=tool.name,
+                messages=self.messages,
+            ) from error
+        if not tool.records_own_output:
+            self.messages.append(
+                Message.model_construct(
+                    role=Role.TOOL,
+                    content=payload_json(output),
+                    images=images_of(output),
+                    caller=tool.name,
+                    truncation=output.truncation,
+                    message_kind="tool_result",
+                )
+            )
+        emit(
+            ToolFinished(
+                agent=name, tool=tool.name, output=output, duration_s=time.perf_counter() - started
+            )
+        )
+        return output
+
+    def load_skill(self, skill: Skill, *, announce: bool) -> None:
+        for item in skill.with_prerequisites():
+            if any(loaded is item for loaded in self.loaded):
+                continue
+            self.graph.add(item.tools, origin=f"skill {item.name!r}")
+            self.loaded.append(item)
+            self._system_record = None
+            emit(SkillLoaded(agent=self.agent.name, skill=item.name))
+            if announce:
+                names = ", ".join(t.name for t in item.tools if not t.is_chained) or "none"
+                self.messages.append(
+                    Message(
+                        role=Role.TOOL,
+                        content=f"Skill {item.name!r} loaded; its instructions are in the "
+                        f"system prompt. New actions: {names}.",
+                        caller=item.name,
+                        message_kind="skill_loaded",
+                    )
+                )
+
+    # -- prompt_llm ----------------------------------------------------------------------------
+
+    def _prompt_llm_tool(self) -> Tool:
+        return Tool(
+            name=PROMPT_LLM,
+            instruction="Ask the agent's LLM which action to take next.",
+            input_type=Empty,
+            output_types=(Invoke,),
+            func=self._prompt_llm,
+            records_own_output=True,
+        )
+
+    def _prompt_llm(self, input: Empty, messages: list[Message]) -> Invoke:
+        endpoint = self.agent.agent_endpoint
+        if endpoint is None or self._view is None:  # guarded at construction
+            raise AgentConfigurationError("prompt_llm needs an agent_endpoint")
+        actions, skills, passive = self.actions(), self.offered_skills(), self.passive()
+        if self._system_record is None:
+            self._system_record = {"role": "system", "content": self.system_prompt()}
+        records = self._view.records(messages, [self._system_record])
+        agent = self.agent.name
+
+        def parse(text: str) -> Invoke:
+            return parse_action(text, actions=actions, skills=skills, passive=passive)
+
+        def counting_endpoint_call() -> None:
+            self.llm_calls += 1
+            emit(
+                LLMRequested(
+                    agent=agent,
+                    endpoint=getattr(endpoint, "name", ""),
+                    model=endpoint.model_name,
+                    messages=len(records),
+                )
+            )
+
+        try:
+            invoke, completion, repairs = complete_validated(
+                _CountingEndpoint(endpoint, records, counting_endpoint_call),
+                [],
+                parse,
+                max_repairs=self.agent.max_repairs,
+                on_delta=lambda text: emit(LLMDelta(agent=agent, text=text)),
+            )
+        except LLMReplyError as error:
+            raise AgentReplyError(str(error), messages=messages) from error
+        for rejected in repairs[1::2]:
+            emit(LLMReplyRejected(agent=agent, reason=rejected.content))
+        messages.extend(repairs)
+        messages.append(
+            Message.model_construct(
+                role=Role.ASSISTANT,
+                content=action_json(invoke),
+                images=[],
+                caller=PROMPT_LLM,
+                message_kind="action",
+                endpoint=getattr(endpoint, "name", None),
+                model=completion.model or endpoint.model_name,
+                token_input=completion.usage.input_tokens,
+                token_output=completion.usage.output_tokens,
+            )
+        )
+        emit(
+            LLMReplied(
+                agent=agent,
+                text=completion.text,
+                input_tokens=completion.usage.input_tokens,
+                output_tokens=completion.usage.output_tokens,
+            )
+        )
+        return invoke
+
+
+class _CountingEndpoint:
+    """Puts the cached conversation records in front of whatever the repair loop adds.
+
+    ``complete_validated`` only knows the repair exchange; the (incrementally built)
+    conversation records come from the view, so they are not rebuilt on every call.
+    """
+
+    def __init__(
+        self, endpoint: EndpointLike, head: list[ProviderRecord], on_call: Callable[[], None]
+    ) -> None:
+        self._endpoint = endpoint
+        self._head = head
+        self._on_call = on_call
+        self.model_name = endpoint.model_name
+        self.max_context_tokens = endpoint.max_context_tokens
+        self.accepts_images = endpoint.accepts_images
+        self.messages_scrubber = getattr(endpoint, "messages_scrubber", None)
+
+    def complete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        self._on_call()
+        return self._endpoint.complete([*self._head, *records], on_delta=on_delta, cancel=cancel)

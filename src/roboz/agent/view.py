@@ -1,0 +1,99 @@
+"""What the LLM sees of the stored conversation.
+
+Truncation applies here and only here: stored messages keep their full content. The view is
+incremental, so a call costs the same at step 200 as at step 2: each message is rendered once,
+and only messages whose truncation has not reached its final form are looked at again.
+"""
+
+from __future__ import annotations
+
+from roboz.llm import EndpointLike, ProviderRecord, default_messages_scrubber, to_records
+from roboz.models import Message, Severity
+
+_TRUNCATED = " … [truncated]"
+
+
+def render_for_llm(message: Message) -> Message | None:
+    """The message as the LLM should see it now, or None when it is removed."""
+    truncation = message.truncation
+    if truncation is None or not truncation.applies(message.times_shown):
+        return message
+    if truncation.severity is Severity.REMOVE:
+        return None
+    if truncation.severity is Severity.STUB:
+        who = message.caller or message.role.value
+        return message.model_copy(
+            update={"content": f"[output of {who} hidden after being shown]", "images": []}
+        )
+    if len(message.content) <= truncation.max_chars:
+        return message
+    return message.model_copy(
+        update={"content": message.content[: truncation.max_chars] + _TRUNCATED}
+    )
+
+
+def _settled(message: Message) -> bool:
+    """True when further showings cannot change how the message renders."""
+    truncation = message.truncation
+    return truncation is None or truncation.applies(message.times_shown)
+
+
+class ConversationView:
+    """Incrementally maintained provider records for one endpoint and one conversation."""
+
+    def __init__(self, endpoint: EndpointLike) -> None:
+        self._endpoint = endpoint
+        scrubber = getattr(endpoint, "messages_scrubber", None)
+        # A custom scrubber may filter or reorder across messages, so it sees the whole list;
+        # the default one maps message by message and can be cached.
+        self._per_message = scrubber in (None, default_messages_scrubber)
+        self._stored: list[Message] = []
+        self._visible: list[Message | None] = []
+        self._records: list[ProviderRecord | None] = []
+        self._pending: list[int] = []
+
+    def _sync(self, messages: list[Message]) -> None:
+        count = len(self._stored)
+        if len(messages) < count or (count and messages[count - 1] is not self._stored[-1]):
+            # The conversation was rewritten in place (e.g. compaction): start over.
+            self.__init__(self._endpoint)  # type: ignore[misc]
+            count = 0
+        for index in range(count, len(messages)):
+            message = messages[index]
+            self._stored.append(message)
+            self._visible.append(None)
+            self._records.append(None)
+            self._refresh(index)
+            if not _settled(message):
+                self._pending.append(index)
+
+    def _refresh(self, index: int) -> None:
+        visible = render_for_llm(self._stored[index])
+        self._visible[index] = visible
+        if self._per_message:
+            self._records[index] = (
+                None if visible is None else to_records(self._endpoint, [visible])[0]
+            )
+
+    def records(self, messages: list[Message], head: list[ProviderRecord]) -> list[ProviderRecord]:
+        """Records for one LLM call (``head`` first, e.g. the system prompt), counting the
+        showing for messages whose truncation depends on it."""
+        self._sync(messages)
+        if self._per_message:
+            body = [record for record in self._records if record is not None]
+        else:
+            visible = [message for message in self._visible if message is not None]
+            body = to_records(self._endpoint, visible)
+        self._count_showing()
+        return head + body
+
+    def _count_showing(self) -> None:
+        still_pending = []
+        for index in self._pending:
+            message = self._stored[index]
+            if self._visible[index] is not None:
+                message.times_shown += 1
+            self._refresh(index)
+            if not _settled(message):
+                still_pending.append(index)
+        self._pending = still_pending

@@ -1,0 +1,1 @@
+"""Runnable examples: ``python -m roboz.examples.simple`` and ``.complex``."""
