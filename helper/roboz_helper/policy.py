@@ -84,7 +84,8 @@ def _clean(exc: msgspec.MsgspecError, prefix: str = "") -> str:
     """Turn msgspec's 'Expected ... - at `$.a.b`' into 'a.b: Expected ...'."""
     match = _AT.match(str(exc))
     assert match is not None  # the pattern matches any string
-    path = prefix + (match["path"] or "")
+    # Dict keys show up as `[...]`; the prefix already names the profile, so drop them.
+    path = prefix + (match["path"] or "").replace("[...]", "")
     path = path.lstrip(".")
     return f"{path or '(top level)'}: {match['msg']}"
 

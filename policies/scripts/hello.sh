@@ -1,0 +1,3 @@
+#!/bin/sh
+# Greet whoever is named in the arguments.
+echo "hello ${*:-world}"

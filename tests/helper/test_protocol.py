@@ -1,0 +1,149 @@
+"""Framing and strict decoding of the helper protocol, without a daemon."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+from roboz_helper import protocol
+from roboz_helper.protocol import (
+    Completion,
+    ExecCommand,
+    FrameError,
+    Greeting,
+    Limits,
+    ListScripts,
+    Output,
+    ProtocolError,
+    RunScript,
+    ScriptEntry,
+)
+
+LIMITS = Limits(
+    timeout_s=5.0,
+    max_output_bytes=1000,
+    pids_max=16,
+    memory_max_bytes=1 << 26,
+    cpu_time_s=5,
+    max_file_bytes=1 << 20,
+    tmp_size_bytes=1 << 20,
+    nofile_max=64,
+    network="none",
+    max_runs=2,
+)
+
+
+def _unframe(frame: bytes) -> bytes:
+    length = protocol.parse_length(frame[:4])
+    assert len(frame) == 4 + length
+    return frame[4:]
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        ListScripts(),
+        RunScript(path="a/b.sh", args=["x", ""]),
+        ExecCommand(argv=["/bin/echo", "hi"]),
+    ],
+)
+def test_every_request_round_trips(request_: protocol.Request) -> None:
+    assert protocol.decode_request(_unframe(protocol.encode_frame(request_))) == request_
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        Greeting(protocol_version=1, helper_version="t", profile="p", uid=1, limits=LIMITS),
+        Output(stream="stderr", data=b"\x00\xffbytes"),
+        ScriptEntry(name="x.sh", description="does x"),
+        Completion(status="timeout", signal=9, limit="timeout", wall_time_s=1.5),
+        ProtocolError(message="bad"),
+    ],
+)
+def test_every_response_round_trips(response: protocol.Response) -> None:
+    assert protocol.decode_response(_unframe(protocol.encode_frame(response))) == response
+
+
+def test_header_is_big_endian_length() -> None:
+    frame = protocol.encode_frame(ListScripts())
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+
+
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        ({"type": "run_script", "path": "a", "args": [], "extra": 1}, "unknown field"),
+        ({"type": "run_script", "path": 3}, "Expected `str`"),
+        ({"type": "run_script"}, "missing required field `path`"),
+        ({"type": "exec_command", "argv": "/bin/ls"}, "Expected `array`"),
+        ({"type": "format_disk"}, "Invalid value"),
+        ({"no_type": 1}, "missing required field `type`"),
+        ([1, 2, 3], "Expected `object`"),
+    ],
+)
+def test_invalid_requests_are_errors(body: object, needle: str) -> None:
+    with pytest.raises(FrameError, match="invalid request") as info:
+        protocol.decode_request(msgspec.msgpack.encode(body))
+    assert needle in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "body", [b"\xc1", b"\x82\xa4type", msgspec.msgpack.encode({"type": "list_scripts"}) + b"x"]
+)
+def test_malformed_msgpack_is_an_error(body: bytes) -> None:
+    with pytest.raises(FrameError, match="malformed request"):
+        protocol.decode_request(body)
+
+
+def test_responses_are_not_requests() -> None:
+    body = _unframe(protocol.encode_frame(Completion(status="success")))
+    with pytest.raises(FrameError):
+        protocol.decode_request(body)
+    with pytest.raises(FrameError):
+        protocol.decode_response(_unframe(protocol.encode_frame(ListScripts())))
+
+
+def test_unknown_status_is_rejected_by_the_client_decoder() -> None:
+    body = msgspec.msgpack.encode({"type": "completion", "status": "maybe"})
+    with pytest.raises(FrameError, match="status"):
+        protocol.decode_response(body)
+
+
+@pytest.mark.parametrize(
+    ("header", "needle"),
+    [
+        ((protocol.MAX_FRAME_BYTES + 1).to_bytes(4, "big"), "exceeds the limit"),
+        (b"\xff\xff\xff\xff", "exceeds the limit"),
+        (b"\x00\x00\x00\x00", "empty frame"),
+        (b"\x00\x01", "truncated"),
+    ],
+)
+def test_bad_length_prefixes(header: bytes, needle: str) -> None:
+    with pytest.raises(FrameError, match=needle):
+        protocol.parse_length(header)
+
+
+def test_length_at_the_limit_is_accepted() -> None:
+    assert (
+        protocol.parse_length(protocol.MAX_FRAME_BYTES.to_bytes(4, "big"))
+        == protocol.MAX_FRAME_BYTES
+    )
+
+
+def test_encoding_an_oversized_frame_fails() -> None:
+    with pytest.raises(FrameError, match="exceeds"):
+        protocol.encode_frame(RunScript(path="x", args=["a" * protocol.MAX_FRAME_BYTES]))
+
+
+def test_output_is_split_into_frames_that_fit() -> None:
+    data = bytes(range(256)) * 1000  # 256 000 bytes, not a multiple of the chunk size
+    frames = protocol.split_output("stdout", data)
+    assert len(frames) == -(-len(data) // protocol.MAX_CHUNK_BYTES)
+    assert b"".join(f.data for f in frames) == data
+    for frame in frames:
+        assert len(protocol.encode_frame(frame)) <= protocol.MAX_FRAME_BYTES + 4
+
+
+def test_frames_are_immutable() -> None:
+    with pytest.raises(AttributeError):
+        Completion(status="success").status = "failed"  # type: ignore[misc]
