@@ -124,10 +124,8 @@ class Agent:
         # Build the whole graph once, every skill included, so a bad chain fails now and not
         # in the middle of a run when a skill happens to be loaded.
         graph = ToolGraph()
-        graph.add(self.tools)
-        graph.add(self.default_tools, origin="default_tools")
-        if self.ask_user_tool is not None:
-            graph.add([self.ask_user_tool])
+        ask_user = [self.ask_user_tool] if self.ask_user_tool is not None else []
+        graph.add([*self.tools, *self.default_tools, *ask_user])
         for skill in self.skills + self.auto_loaded_skills:
             for item in skill.with_prerequisites():
                 graph.add(item.tools, origin=f"skill {item.name!r}")

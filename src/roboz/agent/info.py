@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING
 
+from roboz.agent.graph import ToolGraph
 from roboz.agent.run import PROMPT_LLM, AgentRun
 
 if TYPE_CHECKING:
@@ -45,9 +46,15 @@ def describe_agent(agent: Agent) -> str:
         + (", ".join(preview.actions()) if agent.llm_driven else "none (deterministic)"),
         "  chains:",
     ]
+    # Chains of every skill too, loaded or not: the configuration, not the run's state.
+    graph = ToolGraph()
+    graph.add([*agent.tools, *agent.default_tools])
+    for skill in agent.skills + agent.auto_loaded_skills:
+        for item in skill.with_prerequisites():
+            graph.add(item.tools, origin=item.name)
     chains = [
         f"    {parent} -> {child.name} when {_condition(child.chain_condition)}"
-        for parent, children in preview.graph.children.items()
+        for parent, children in graph.children.items()
         for child in children
     ]
     lines += chains or ["    none"]

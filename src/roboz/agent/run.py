@@ -53,8 +53,7 @@ class AgentRun:
         self.agent = agent
         self.messages = messages
         self.graph = ToolGraph()
-        self.graph.add(agent.tools)
-        self.graph.add(agent.default_tools, origin="default_tools")
+        self.graph.add([*agent.tools, *agent.default_tools])
         self.loaded: list[Skill] = []
         self.steps = 0
         self.llm_calls = 0

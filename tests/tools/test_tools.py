@@ -1,0 +1,173 @@
+import pytest
+
+from roboz import Skill, factory, tool
+from roboz.models import Empty, Int, Message, Stop, Str
+from roboz.tools import Tool, ToolDefinitionError, ToolOutputError, stop
+
+
+@tool
+def source(input: Empty, messages: list[Message]) -> Int:
+    """Produce a number."""
+    return Int(value=2)
+
+
+def test_docstring_is_the_instruction_and_types_are_recorded() -> None:
+    assert source.instruction == "Produce a number."
+    assert source.input_type is Empty
+    assert source.output_types == (Int,)
+    assert not source.is_chained
+
+
+def test_wrong_arity_fails_at_decoration_naming_the_function() -> None:
+    with pytest.raises(ToolDefinitionError, match="lonely"):
+
+        @tool
+        def lonely(input: Empty) -> Int:  # type: ignore[type-var]
+            """x"""
+            return Int(value=1)
+
+
+def test_input_must_be_a_value_model() -> None:
+    with pytest.raises(ToolDefinitionError, match="takes_int.*Empty"):
+
+        @tool
+        def takes_int(input: int, messages: list[Message]) -> Int:
+            """x"""
+            return Int(value=input)
+
+
+def test_messages_parameter_must_be_a_list_of_messages() -> None:
+    with pytest.raises(ToolDefinitionError, match="bad_messages.*list\\[Message\\]"):
+
+        @tool
+        def bad_messages(input: Empty, messages: list[str]) -> Int:
+            """x"""
+            return Int(value=1)
+
+
+def test_return_must_be_value_models() -> None:
+    with pytest.raises(ToolDefinitionError, match="returns_str"):
+
+        @tool
+        def returns_str(input: Empty, messages: list[Message]) -> str:
+            """x"""
+            return "no"
+
+    with pytest.raises(ToolDefinitionError, match="half_typed"):
+
+        @tool
+        def half_typed(input: Empty, messages: list[Message]) -> Stop | str:
+            """x"""
+            return "no"
+
+
+def test_docstring_is_required() -> None:
+    with pytest.raises(ToolDefinitionError, match="undocumented"):
+
+        @tool
+        def undocumented(input: Empty, messages: list[Message]) -> Int:
+            return Int(value=1)
+
+
+def test_condition_without_parent_is_rejected() -> None:
+    with pytest.raises(ToolDefinitionError, match="needs chained_to"):
+
+        @tool(chain_condition=lambda x: True)
+        def orphan(input: Empty, messages: list[Message]) -> Int:
+            """x"""
+            return Int(value=1)
+
+
+def test_chaining_to_one_or_several_parents_records_names() -> None:
+    @tool
+    def other(input: Empty, messages: list[Message]) -> Int:
+        """Another source."""
+        return Int(value=3)
+
+    @tool(chained_to=[source, other], chain_condition=lambda x: x.value > 1)
+    def sink(input: Int, messages: list[Message]) -> Stop:
+        """Consume."""
+        return Stop(value=input.value)
+
+    assert sink.chained_to == ("source", "other")
+    assert sink.is_chained
+    assert sink.chain_condition is not None and sink.chain_condition(Int(value=2))
+
+
+def test_chain_method_returns_a_chained_copy() -> None:
+    @tool
+    def plain(input: Int, messages: list[Message]) -> Stop:
+        """Stop with the number."""
+        return Stop(value=input.value)
+
+    chained = plain.chain(source, condition=lambda x: True)
+    assert chained.chained_to == ("source",)
+    assert not plain.is_chained
+    with pytest.raises(ToolDefinitionError):
+        plain.chain()
+
+
+def test_factory_binds_its_context_and_keeps_chaining_arguments() -> None:
+    @factory(chained_to=source, chain_condition=lambda x: x.value % 2 == 0)
+    def scaled(input: Int, messages: list[Message], ctx: int) -> Int:
+        """Multiply by the context."""
+        return Int(value=input.value * ctx)
+
+    three, ten = scaled(3), scaled(10)
+    assert isinstance(three, Tool) and three is not ten
+    assert three.run(Int(value=2), []).value == 6  # type: ignore[attr-defined]
+    assert ten.run(Int(value=2), []).value == 20  # type: ignore[attr-defined]
+    assert three.chained_to == ("source",)
+    assert three.instruction == "Multiply by the context."
+
+
+def test_factory_signature_is_checked_naming_the_function() -> None:
+    with pytest.raises(ToolDefinitionError, match="no_ctx"):
+
+        @factory
+        def no_ctx(input: Empty, messages: list[Message]) -> Int:
+            """x"""
+            return Int(value=1)
+
+
+def test_a_tool_returning_an_undeclared_type_fails_naming_it() -> None:
+    @tool
+    def liar(input: Empty, messages: list[Message]) -> Int:
+        """Claims Int."""
+        return Str(value="nope")  # type: ignore[return-value]
+
+    with pytest.raises(ToolOutputError, match="liar.*Str.*Int"):
+        liar.run(Empty(), [])
+
+
+def test_stop_tool_returns_its_value() -> None:
+    result = stop.run(Stop(value="done"), [])
+    assert isinstance(result, Stop) and result.value == "done"
+
+
+def test_skill_factory_builds_a_skill_from_a_context() -> None:
+    def build(ctx: int) -> list[Tool]:
+        @tool(name=f"add_{ctx}")
+        def add(input: Int, messages: list[Message]) -> Int:
+            """Add the context."""
+            return Int(value=input.value + ctx)
+
+        return [add]
+
+    make = Skill.factory(
+        name="adder", description="Adds", instructions="Add things.", build_tools=build
+    )
+    skill = make(5)
+    assert isinstance(skill, Skill)
+    assert [t.name for t in skill.tools] == ["add_5"]
+    assert skill.instructions == "Add things."
+
+
+def test_skill_prerequisites_come_first_and_cycles_are_impossible() -> None:
+    base = Skill(name="base", description="b", instructions="B")
+    top = Skill(name="top", description="t", instructions="T", depends_on=base)
+    assert [s.name for s in top.with_prerequisites()] == ["base", "top"]
+    with pytest.raises(ToolDefinitionError):
+        Skill(name="not an identifier", description="", instructions="")
+    with pytest.raises(ToolDefinitionError, match="Tool instances"):
+        Skill(name="bad", description="", instructions="", tools=["x"])  # type: ignore[list-item]
