@@ -1,0 +1,1 @@
+"""Provider adapters. Only OpenAI-compatible APIs are supported."""
