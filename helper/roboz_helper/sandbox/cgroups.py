@@ -1,0 +1,320 @@
+"""One cgroup per run: pids, memory and swap limits, usage, limit hits, and killing it all.
+
+Two back-ends, chosen once per helper process:
+
+- cgroup v2, when the unified hierarchy delegates ``memory`` and ``pids`` to the helper's own
+  cgroup (systemd ``Delegate=yes``). The helper moves itself into a ``helper`` leaf (v2 forbids
+  processes in inner cgroups) and creates ``run-<id>`` siblings with memory.max,
+  memory.swap.max, pids.max; peak from memory.peak, hits from memory.events (oom_kill) and
+  pids.events (max); kill with cgroup.kill.
+- cgroup v1 (these machines: hybrid, v2 without controllers): ``roboz-sandbox/<id>`` below the
+  helper's own cgroup in the pids, memory and freezer hierarchies; memory.limit_in_bytes plus
+  memory.memsw.limit_in_bytes (swap) when swap accounting exists; peak from
+  memory.max_usage_in_bytes; hits from memory.oom_control (oom_kill) and pids.events; kill by
+  freezing, SIGKILLing every pid in cgroup.procs, thawing, until it is empty.
+
+Only the run's own processes join the cgroup (the run process writes itself through descriptors
+opened here, before it drops privileges); the helper's set-up processes stay outside, so
+``pids_max`` counts exactly what the run started. A helper without a usable hierarchy (rootless,
+no delegation) runs without a cgroup: rlimits still apply and the pid namespace still kills the
+whole tree, but memory and pids are not bounded (see README).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+
+V1_ROOT = "/sys/fs/cgroup"
+V1_DIR = "roboz-sandbox"
+V2_PREFIX = "run-"
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _write(path: str, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def _keyed(text: str) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lstrip("-").isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def _own_cgroups() -> dict[str, str]:
+    """controller -> own path (v1 entries by controller name, v2 under the key '')."""
+    out: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in _read("/proc/self/cgroup").splitlines():
+            _, ctrls, path = line.split(":", 2)
+            for ctrl in ctrls.split(",") if ctrls else [""]:
+                out[ctrl] = path
+    return out
+
+
+def _v2_mount() -> str | None:
+    with contextlib.suppress(OSError):
+        for line in _read("/proc/self/mounts").splitlines():
+            parts = line.split()
+            if len(parts) > 2 and parts[2] == "cgroup2":
+                return parts[1]
+    return None
+
+
+def _v1_mount(ctrl: str) -> str | None:
+    with contextlib.suppress(OSError):
+        for line in _read("/proc/self/mounts").splitlines():
+            parts = line.split()
+            if len(parts) > 3 and parts[2] == "cgroup" and ctrl in parts[3].split(","):
+                return parts[1]
+    return None
+
+
+@dataclass
+class Backend:
+    version: int  # 1 or 2
+    bases: dict[str, str] = field(default_factory=dict)  # v1: ctrl -> base dir; v2: "" -> dir
+    memsw: bool = False
+
+
+_backend: Backend | bool | None = False  # False: not probed yet
+
+
+def _probe_v2() -> Backend | None:
+    mount = _v2_mount()
+    own = _own_cgroups().get("")
+    if mount is None or own is None:
+        return None
+    base = os.path.normpath(mount + own)
+    try:
+        controllers = _read(os.path.join(base, "cgroup.controllers")).split()
+    except OSError:
+        return None
+    if not {"memory", "pids"} <= set(controllers) or not os.access(base, os.W_OK):
+        return None
+    try:
+        enabled = _read(os.path.join(base, "cgroup.subtree_control")).split()
+        if not {"memory", "pids"} <= set(enabled):
+            # No processes may live in an inner cgroup: move ours into a leaf first.
+            leaf = os.path.join(base, "helper")
+            os.makedirs(leaf, exist_ok=True)
+            for pid in _read(os.path.join(base, "cgroup.procs")).split():
+                with contextlib.suppress(OSError):
+                    _write(os.path.join(leaf, "cgroup.procs"), pid)
+            _write(os.path.join(base, "cgroup.subtree_control"), "+memory +pids")
+    except OSError:
+        return None
+    return Backend(2, {"": base})
+
+
+def _probe_v1() -> Backend | None:
+    own = _own_cgroups()
+    bases: dict[str, str] = {}
+    for ctrl in ("pids", "memory", "freezer"):
+        mount = _v1_mount(ctrl)
+        if mount is None:
+            return None
+        bases[ctrl] = os.path.normpath(f"{mount}/{own.get(ctrl, '/')}/{V1_DIR}")
+    try:
+        for base in bases.values():
+            os.makedirs(base, exist_ok=True)
+    except OSError:
+        return None
+    memsw = os.path.exists(os.path.join(bases["memory"], "memory.memsw.limit_in_bytes"))
+    return Backend(1, bases, memsw)
+
+
+def backend() -> Backend | None:
+    global _backend
+    if _backend is False:
+        _backend = (_probe_v2() or _probe_v1()) if os.geteuid() == 0 else _probe_v2()
+    return _backend if isinstance(_backend, Backend) else None
+
+
+@dataclass
+class Usage:
+    peak_memory_bytes: int = 0
+    oom_killed: bool = False
+    pids_limited: bool = False
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        return _read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_tag() -> str:
+    """``<pid>@<start time>@``: names a run cgroup after the helper process that made it, so
+    that start-up reclamation never touches the runs of another live helper on the host."""
+    return f"{os.getpid()}@{_start_time(os.getpid())}@"
+
+
+def _owner_alive(name: str) -> bool:
+    parts = name.split("@", 2)
+    if len(parts) != 3 or not parts[0].isdigit():
+        return False
+    return _start_time(int(parts[0])) == parts[1]
+
+
+class RunCgroup:
+    """The cgroup(s) of one run."""
+
+    def __init__(self, be: Backend, name: str) -> None:
+        self.be = be
+        if be.version == 2:
+            self.dirs = {"": os.path.join(be.bases[""], V2_PREFIX + name)}
+        else:
+            self.dirs = {ctrl: os.path.join(base, name) for ctrl, base in be.bases.items()}
+
+    @classmethod
+    def create(cls, run_id: str, pids_max: int, memory_max: int) -> RunCgroup | None:
+        be = backend()
+        if be is None:
+            return None
+        cg = cls(be, owner_tag() + run_id)
+        try:
+            for d in cg.dirs.values():
+                os.mkdir(d, 0o755)
+            if be.version == 2:
+                d = cg.dirs[""]
+                _write(f"{d}/pids.max", str(pids_max))
+                _write(f"{d}/memory.max", str(memory_max))
+                with contextlib.suppress(OSError):
+                    _write(f"{d}/memory.swap.max", "0")
+                with contextlib.suppress(OSError):
+                    _write(f"{d}/memory.oom.group", "1")
+            else:
+                _write(f"{cg.dirs['pids']}/pids.max", str(pids_max))
+                mem = cg.dirs["memory"]
+                _write(f"{mem}/memory.limit_in_bytes", str(memory_max))
+                if be.memsw:
+                    # memory+swap == memory: the run cannot use swap at all.
+                    _write(f"{mem}/memory.memsw.limit_in_bytes", str(memory_max))
+                with contextlib.suppress(OSError):
+                    _write(f"{mem}/memory.swappiness", "0")
+        except BaseException:
+            cg.remove()
+            raise
+        return cg
+
+    def open_procs_fds(self) -> list[int]:
+        """Write-only descriptors of every cgroup.procs; the run writes "0" (itself) to each."""
+        return [
+            os.open(os.path.join(d, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+            for d in self.dirs.values()
+        ]
+
+    def pids(self) -> list[int]:
+        out: set[int] = set()
+        for d in self.dirs.values():
+            with contextlib.suppress(OSError):
+                out.update(int(p) for p in _read(os.path.join(d, "cgroup.procs")).split())
+        return sorted(out)
+
+    def usage(self) -> Usage:
+        u = Usage()
+        with contextlib.suppress(OSError, ValueError):
+            if self.be.version == 2:
+                d = self.dirs[""]
+                with contextlib.suppress(OSError):
+                    u.peak_memory_bytes = int(_read(f"{d}/memory.peak"))
+                u.oom_killed = _keyed(_read(f"{d}/memory.events")).get("oom_kill", 0) > 0
+                u.pids_limited = _keyed(_read(f"{d}/pids.events")).get("max", 0) > 0
+            else:
+                mem = self.dirs["memory"]
+                u.peak_memory_bytes = int(_read(f"{mem}/memory.max_usage_in_bytes"))
+                oom = _keyed(_read(f"{mem}/memory.oom_control"))
+                u.oom_killed = oom.get("oom_kill", 0) > 0
+                if "oom_kill" not in oom:  # old kernels: fall back to the failure counter
+                    u.oom_killed = int(_read(f"{mem}/memory.failcnt")) > 0
+                pev = _keyed(_read(f"{self.dirs['pids']}/pids.events"))
+                u.pids_limited = pev.get("max", 0) > 0
+        return u
+
+    def kill_once(self) -> bool:
+        """Kill every process of the run; True when the cgroup was already empty."""
+        if self.be.version == 2:
+            d = self.dirs[""]
+            try:
+                _write(f"{d}/cgroup.kill", "1")
+            except OSError:
+                for pid in self.pids():
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+            return not self.pids()
+        pids = self.pids()
+        if not pids:
+            return True
+        freezer = self.dirs["freezer"]
+        with contextlib.suppress(OSError):
+            _write(f"{freezer}/freezer.state", "FROZEN")
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            _write(f"{freezer}/freezer.state", "THAWED")
+        return False
+
+    def kill_all(self, timeout_s: float = 5.0) -> bool:
+        """Blocking variant for start-up reclamation; True once empty."""
+        deadline = time.monotonic() + timeout_s
+        while not self.kill_once():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def remove(self) -> bool:
+        ok = True
+        for d in self.dirs.values():
+            try:
+                os.rmdir(d)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                ok = False
+        return ok
+
+
+def reclaim_stale() -> list[str]:
+    """Kill and remove every run cgroup left behind by a helper process that no longer exists
+    (runs of other live helpers on the same host are left alone)."""
+    be = backend()
+    if be is None:
+        return []
+    names: set[str] = set()
+    for base in be.bases.values():
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(base):
+                if not entry.is_dir():
+                    continue
+                if be.version == 2:
+                    if entry.name.startswith(V2_PREFIX):
+                        names.add(entry.name[len(V2_PREFIX) :])
+                else:
+                    names.add(entry.name)
+    reclaimed = []
+    for name in sorted(names):
+        if _owner_alive(name):
+            continue
+        cg = RunCgroup(be, name)
+        cg.kill_all()
+        if cg.remove():
+            reclaimed.append(name)
+    return reclaimed

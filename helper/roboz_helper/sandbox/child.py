@@ -1,0 +1,222 @@
+"""What runs after ``fork()``: the three processes between the helper and the run.
+
+    helper (asyncio, possibly multi-threaded)
+      └─ A "setup"   host pid namespace; joins new mount/net/ipc/uts(/user) namespaces, forks B,
+      │              reports B's pid, waits for it. Dies with the helper (PDEATHSIG).
+      └─ B "init"    pid 1 of the run's pid namespace: builds the root, forks C, then drops to the
+      │              run's uid with no capabilities, no_new_privs, seccomp, not dumpable, its
+      │              inherited environment and argv wiped; reaps everything and reports C's
+      │              wait status and usage. When B dies the kernel kills every process of the
+      │              namespace (setsid'd and double-forked ones included). Dies with A.
+      └─ C "run"     joins the run's cgroup, new session and cgroup namespace, rlimits, drops
+                     every privilege, fresh session keyring, fds 0-2 only, seccomp, execve.
+
+The children only run self-contained code prepared by the parent (``ChildPlan``): no imports,
+no asyncio, no locks of the parent's threads (glibc's fork resets malloc's). Every failure is
+written to the set-up error pipe as "stage: message" before ``_exit(127)``, so the parent can
+put a precise diagnostic in the completion.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import resource
+import signal
+import struct
+from dataclasses import dataclass
+from typing import NoReturn
+
+import prctl
+
+from . import mounts, namespaces, network, privileges, rlimits, seccomp
+from . import syscalls as sc
+
+STATUS_FORMAT = "=iqq"  # C's wait status, CPU time in microseconds, peak RSS in bytes
+PID_FORMAT = "=i"
+EXIT_SETUP_FAILED = 127
+
+
+@dataclass(frozen=True)
+class ChildPlan:
+    helper_pid: int
+    rootless: bool
+    outer_uid: int
+    outer_gid: int
+    uid: int
+    gid: int
+    network: str
+    mounts: mounts.MountPlan
+    rlimits: tuple[tuple[int, int, int], ...]
+    exec_path: str
+    exec_argv: tuple[str, ...]
+    env: dict[str, str]
+    stdout_w: int
+    stderr_w: int
+    setup_w: int  # set-up errors (close-on-exec: EOF once C has exec'd)
+    status_w: int  # A writes B's pid, B writes C's status
+    cgroup_procs_fds: tuple[int, ...]
+
+
+def _report(fd: int, stage: str, exc: BaseException) -> NoReturn:
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if isinstance(exc, OSError) and exc.filename:
+        text = f"{text}: {exc.filename}"
+    try:
+        os.write(fd, f"{stage}: {text or type(exc).__name__}".encode()[:4000])
+    finally:
+        os._exit(EXIT_SETUP_FAILED)
+
+
+def _reset_signals() -> None:
+    signal.set_wakeup_fd(-1)
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
+            signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+def _die_with_parent() -> None:
+    prctl.set_pdeathsig(signal.SIGKILL)
+
+
+def _wipe_inherited_memory() -> None:
+    """Zero the argv and environment block inherited from the helper (what /proc/PID/cmdline
+    and /proc/PID/environ show), so pid 1 of the run holds none of the helper's environment."""
+    with open("/proc/self/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    arg_start, arg_end, env_start, env_end = (int(x) for x in fields[45:49])
+    if env_end > env_start:
+        sc.memzero(env_start, env_end - env_start)
+    if arg_end > arg_start:
+        name = b"roboz-sandbox-init\0"
+        size = arg_end - arg_start
+        sc.memzero(arg_start, size)
+        ctypes.memmove(arg_start, name, min(len(name), size - 1))
+    os.environ.clear()
+    prctl.set_name("sandbox-init")
+
+
+def stage_a(plan: ChildPlan) -> NoReturn:
+    try:
+        _reset_signals()
+        _die_with_parent()
+        if os.getppid() != plan.helper_pid:
+            os._exit(EXIT_SETUP_FAILED)
+        # Stay out of the OOM killer's choice (best effort: needs CAP_SYS_RESOURCE); A and B
+        # are outside the run's cgroup anyway, so a memory-cgroup OOM never picks them.
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+            f.write("-1000")
+        namespaces.enter_run_namespaces(plan.rootless, plan.outer_uid, plan.outer_gid)
+        if plan.network == "loopback":
+            network.bring_up_loopback()
+        alive_r, alive_w = os.pipe2(os.O_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:
+            os.close(alive_w)
+            stage_b(plan, alive_r)
+        os.close(alive_r)
+        os.write(plan.status_w, struct.pack(PID_FORMAT, pid))
+        for fd in (plan.stdout_w, plan.stderr_w, plan.setup_w, plan.status_w,
+                   *plan.cgroup_procs_fds):  # fmt: skip
+            os.close(fd)
+    except BaseException as exc:
+        _report(plan.setup_w, "setup", exc)
+    while True:
+        try:
+            os.waitpid(pid, 0)
+            break
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+    os._exit(0)
+
+
+def stage_b(plan: ChildPlan, alive_r: int) -> NoReturn:
+    try:
+        _die_with_parent()
+        os.set_blocking(alive_r, False)
+        try:
+            if os.read(alive_r, 1) == b"":
+                os._exit(EXIT_SETUP_FAILED)  # A is already gone
+        except BlockingIOError:
+            pass
+        os.close(alive_r)
+        _wipe_inherited_memory()
+        mounts.build_root(plan.mounts)
+        sc.sethostname(namespaces.HOSTNAME)
+        pid = os.fork()
+        if pid == 0:
+            stage_c(plan)
+        for fd in (plan.stdout_w, plan.stderr_w, *plan.cgroup_procs_fds):
+            os.close(fd)
+        privileges.lock_securebits()
+        privileges.drop_bounding_set()
+        if plan.rootless:
+            privileges.clear_capabilities()
+        else:
+            privileges.become(plan.uid, plan.gid)
+            privileges.clear_capabilities()
+        prctl.set_no_new_privs(1)
+        privileges.set_not_dumpable()
+        seccomp.install()
+        os.close(plan.setup_w)
+    except BaseException as exc:
+        _report(plan.setup_w, "init", exc)
+    status = _reap_until(pid)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_us = int((usage.ru_utime + usage.ru_stime) * 1_000_000)
+    try:
+        os.write(plan.status_w, struct.pack(STATUS_FORMAT, status, cpu_us, usage.ru_maxrss * 1024))
+    finally:
+        os._exit(0)
+
+
+def _reap_until(main_pid: int) -> int:
+    """pid 1's job: reap every orphan; return the main process's wait status."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return 0x7F00  # no children at all: should not happen
+        if pid == main_pid:
+            return status
+
+
+def stage_c(plan: ChildPlan) -> NoReturn:
+    try:
+        for fd in plan.cgroup_procs_fds:
+            os.write(fd, b"0")
+            os.close(fd)
+        os.setsid()
+        if plan.cgroup_procs_fds and not plan.rootless:
+            sc.unshare(sc.CLONE_NEWCGROUP)
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+            f.write("0")
+        if plan.rootless:
+            namespaces.enter_run_user_namespace(plan.uid, plan.gid)
+        rlimits.apply_rlimits(plan.rlimits)
+        privileges.drop_all(plan.uid, plan.gid, plan.rootless)
+        sc.join_session_keyring()
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        if devnull != 0:
+            os.dup2(devnull, 0)
+            os.close(devnull)
+        os.dup2(plan.stdout_w, 1)
+        os.dup2(plan.stderr_w, 2)
+        # Only 0, 1, 2 survive exec: close everything else except the (close-on-exec) error
+        # pipe, which exec closes itself.
+        setup_w = plan.setup_w
+        if setup_w > 3:
+            os.closerange(3, setup_w)
+        sc.close_from(setup_w + 1)
+        seccomp.install()
+        os.execve(plan.exec_path, list(plan.exec_argv), plan.env)
+    except BaseException as exc:
+        _report(plan.setup_w, "exec" if isinstance(exc, OSError) else "run", exc)

@@ -1,0 +1,329 @@
+"""The sandbox's filesystem: a tmpfs root built from explicit, resolved-once binds.
+
+Plan in the parent (pure data, may allocate freely), execute in the forked pid-1 child
+(``build_root``), which is already in fresh mount and pid namespaces:
+
+1. Make every mount private (nothing propagates back to the host).
+2. Mount a small tmpfs and ``pivot_root`` into it; the old root stays reachable at ``/oldroot``
+   only until step 6 (the same scheme as bubblewrap).
+3. Bind each source from ``/oldroot``. Sources are opened component by component with
+   ``O_PATH|O_NOFOLLOW`` (a symlink anywhere in a source path is an error, so a path is resolved
+   exactly once and cannot be redirected between the check and the mount), cloned with
+   ``open_tree(OPEN_TREE_CLONE|AT_RECURSIVE)``, given their attributes with ``mount_setattr``
+   while still detached (a read-only bind is never writable, not even for a moment, and the
+   attribute applies to every submount, unlike ``MS_REMOUNT``), then attached with
+   ``move_mount`` onto a target opened the same way. Mount points are created only inside the
+   sandbox's own tmpfs mounts, never inside a bound host directory.
+4. System directories (/usr, /etc pieces, /bin, /lib*...) are read-only, nosuid, nodev; the
+   workdir and writable paths are read-write, nosuid, nodev; symlinked top-level directories
+   (/bin -> usr/bin) are recreated as symlinks.
+5. /tmp is a size- and inode-limited tmpfs; /dev a tiny read-only tmpfs with null, zero, full,
+   random and urandom bound in (no tty, no pts, no shm of the host: /dev/shm points into the
+   private /tmp); /proc a fresh procfs of the run's pid namespace with /proc/sys and other
+   kernel knobs bound read-only over themselves; /sys is absent.
+6. The old root is detached and the tmpfs root remounted read-only.
+
+The script of a script run is copied (from the descriptor the server checked, read once in the
+parent) into /run/roboz/ on the root tmpfs, which then becomes read-only: the run executes
+exactly the bytes that were checked, whatever happens to the file afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+
+from . import syscalls as sc
+from .spec import SandboxError, SandboxSpec
+
+OLDROOT = "/oldroot"
+SCRIPT_DIR = "/run/roboz"
+MAX_SCRIPT_BYTES = 4 * 1024 * 1024
+
+# Top-level system entries shared read-only (symlinks are recreated, directories bound).
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# The pieces of /etc that programs need; nothing with secrets (shadow, ssh host keys, sudoers).
+ETC_ENTRIES = (
+    "alternatives", "bash.bashrc", "ca-certificates", "debian_version", "gai.conf", "group",
+    "host.conf", "hosts", "inputrc", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+    "locale.alias", "localtime", "mime.types", "nsswitch.conf", "os-release", "passwd",
+    "profile", "protocols", "python3", "python3.11", "services", "ssl", "terminfo", "timezone",
+)  # fmt: skip
+DEVICES = ("null", "zero", "full", "random", "urandom")
+# Kernel knobs under the fresh /proc that stay read-only even for a (hypothetical) root inside.
+PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "latency_stats", "acpi")
+
+SYS_ATTRS = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
+RW_ATTRS = sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
+
+
+@dataclass(frozen=True)
+class Bind:
+    path: str  # same path on the host and in the sandbox
+    attrs: int  # MOUNT_ATTR_* set on the clone (always applied recursively)
+
+
+@dataclass(frozen=True)
+class MountPlan:
+    symlinks: tuple[tuple[str, str], ...]  # (path, target)
+    binds: tuple[Bind, ...]  # parents before children
+    workdir: str
+    tmp_size_bytes: int
+    tmp_inodes: int
+    script_path: str | None
+    script_bytes: bytes | None
+    root_size_bytes: int
+
+
+def _resolved(path: str, field: str) -> str:
+    real = os.path.realpath(path)
+    if not os.path.exists(real):
+        raise SandboxError(f"{field}: {path!r} does not exist")
+    return real
+
+
+def plan_mounts(spec: SandboxSpec, script_bytes: bytes | None) -> MountPlan:
+    symlinks: list[tuple[str, str]] = []
+    binds: dict[str, Bind] = {}
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path):
+            symlinks.append((path, os.readlink(path)))
+        elif os.path.isdir(path):
+            binds[path] = Bind(path, SYS_ATTRS)
+    for name in ETC_ENTRIES:
+        path = f"/etc/{name}"
+        if os.path.islink(path):
+            symlinks.append((path, os.readlink(path)))
+        elif os.path.exists(path):
+            binds[path] = Bind(path, SYS_ATTRS)
+    # Policy paths: resolved here, once; the child refuses any symlink that appears later.
+    for path in spec.readonly_paths:
+        real = _resolved(path, "readonly_paths")
+        binds[real] = Bind(real, SYS_ATTRS)
+    for path in spec.writable_paths:
+        real = _resolved(path, "writable_paths")
+        binds[real] = Bind(real, RW_ATTRS)
+    workdir = _resolved(spec.workdir, "workdir")
+    if not os.path.isdir(workdir):
+        raise SandboxError(f"workdir: {spec.workdir!r} is not a directory")
+    binds[workdir] = Bind(workdir, RW_ATTRS)
+    for reserved in ("/proc", "/dev", "/sys", OLDROOT, "/run/roboz"):
+        for path in binds:
+            if path == reserved or path.startswith(reserved + "/"):
+                raise SandboxError(f"cannot bind {path!r}: {reserved} is managed by the sandbox")
+    script_path = None
+    if script_bytes is not None:
+        name = os.path.basename(spec.argv[0]).lstrip(".") or "script"
+        script_path = f"{SCRIPT_DIR}/{name}"
+    ordered = tuple(sorted(binds.values(), key=lambda b: (b.path.count("/"), b.path)))
+    return MountPlan(
+        symlinks=tuple(symlinks),
+        binds=ordered,
+        workdir=workdir,
+        tmp_size_bytes=spec.tmp_size_bytes,
+        tmp_inodes=max(1024, min(65536, spec.tmp_size_bytes // 4096)),
+        script_path=script_path,
+        script_bytes=script_bytes,
+        root_size_bytes=1024 * 1024 + (len(script_bytes) if script_bytes else 0),
+    )
+
+
+def read_script(fd: int) -> bytes:
+    """Read the checked script once, from its descriptor (never from its path)."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise SandboxError("script_fd does not refer to a regular file")
+    if st.st_size > MAX_SCRIPT_BYTES:
+        raise SandboxError(f"script is larger than {MAX_SCRIPT_BYTES} bytes")
+    chunks = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, 65536, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+        if offset > MAX_SCRIPT_BYTES:
+            raise SandboxError(f"script is larger than {MAX_SCRIPT_BYTES} bytes")
+    return b"".join(chunks)
+
+
+# ---------------------------------------------------------------- child side (after fork) ---
+
+_O_PATH = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_nofollow(root_fd: int, path: str) -> int:
+    """Open ``path`` (absolute) under ``root_fd`` with O_PATH, refusing symlinks anywhere."""
+    fd = os.dup(root_fd)
+    try:
+        for part in [p for p in path.split("/") if p]:
+            if part in (".", ".."):
+                raise SandboxError(f"path {path!r} contains {part!r}")
+            nfd = os.open(part, _O_PATH, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise SandboxError(f"refusing to follow a symlink at {path!r}")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _make_target(root_fd: int, path: str, is_dir: bool, own_devs: set[int]) -> int:
+    """Open (creating it if needed, only inside our own tmpfs mounts) the mount point."""
+    fd = os.dup(root_fd)
+    try:
+        parts = [p for p in path.split("/") if p]
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            try:
+                nfd = os.open(part, _O_PATH, dir_fd=fd)
+            except FileNotFoundError:
+                if os.fstat(fd).st_dev not in own_devs:
+                    raise SandboxError(
+                        f"mount point {path!r} does not exist inside an earlier bind"
+                    ) from None
+                if last and not is_dir:
+                    os.close(os.open(part, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o444, dir_fd=fd))
+                else:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                nfd = os.open(part, _O_PATH, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise SandboxError(f"refusing to mount over a symlink at {path!r}")
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _bind(
+    src_root_fd: int, dst_root_fd: int, src: str, dst: str, attrs: int, devs: set[int]
+) -> None:
+    src_fd = _open_nofollow(src_root_fd, src)
+    try:
+        is_dir = stat.S_ISDIR(os.fstat(src_fd).st_mode)
+        tree = sc.open_tree(
+            src_fd,
+            "",
+            sc.OPEN_TREE_CLONE | sc.OPEN_TREE_CLOEXEC | sc.AT_EMPTY_PATH | sc.AT_RECURSIVE,
+        )
+    finally:
+        os.close(src_fd)
+    try:
+        sc.mount_setattr(tree, "", sc.AT_EMPTY_PATH | sc.AT_RECURSIVE, attrs)
+        dst_fd = _make_target(dst_root_fd, dst, is_dir, devs)
+        try:
+            sc.move_mount(
+                tree, "", dst_fd, "", sc.MOVE_MOUNT_F_EMPTY_PATH | sc.MOVE_MOUNT_T_EMPTY_PATH
+            )
+        finally:
+            os.close(dst_fd)
+    finally:
+        os.close(tree)
+
+
+def _symlink(root_fd: int, path: str, target: str, devs: set[int]) -> None:
+    parent, name = os.path.split(path)
+    pfd = _make_target(root_fd, parent, True, devs)
+    try:
+        os.symlink(target, name, dir_fd=pfd)
+    finally:
+        os.close(pfd)
+
+
+def build_root(plan: MountPlan, staging: str = "/tmp") -> None:
+    """Run in the child, inside fresh mount+pid namespaces, with CAP_SYS_ADMIN there."""
+    sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE, None)
+    sc.mount(
+        "tmpfs", staging, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV,
+        f"mode=0755,size={plan.root_size_bytes},nr_inodes=4096",
+    )  # fmt: skip
+    os.chdir(staging)
+    os.mkdir("oldroot", 0o700)
+    sc.pivot_root(".", "oldroot")
+    os.chdir("/")
+    root_fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    old_fd = os.open(OLDROOT, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    devs = {os.fstat(root_fd).st_dev}
+    try:
+        for path, target in plan.symlinks:
+            _symlink(root_fd, path, target, devs)
+        # /tmp first: a workdir below /tmp is then bound inside the private /tmp.
+        os.mkdir("/tmp", 0o1777)
+        sc.mount(
+            "tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV,
+            f"mode=1777,size={plan.tmp_size_bytes},nr_inodes={plan.tmp_inodes}",
+        )  # fmt: skip
+        devs.add(os.stat("/tmp").st_dev)
+        for bind in plan.binds:
+            _bind(old_fd, root_fd, bind.path, bind.path, bind.attrs, devs)
+        _build_dev(old_fd, root_fd, devs)
+        _build_proc()
+        if plan.script_path is not None and plan.script_bytes is not None:
+            os.makedirs(os.path.dirname(plan.script_path), 0o755, exist_ok=True)
+            fd = os.open(plan.script_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o555)
+            try:
+                view = memoryview(plan.script_bytes)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+    finally:
+        os.close(old_fd)
+        os.close(root_fd)
+    sc.umount2(OLDROOT, sc.MNT_DETACH)
+    os.rmdir(OLDROOT)
+    # The root skeleton becomes read-only (binds below keep their own attributes).
+    sc.mount_setattr(-100, "/", 0, SYS_ATTRS)
+    os.chdir(plan.workdir)
+
+
+def _build_dev(old_fd: int, root_fd: int, devs: set[int]) -> None:
+    os.mkdir("/dev", 0o755)
+    sc.mount("tmpfs", "/dev", "tmpfs", sc.MS_NOSUID | sc.MS_NOEXEC, "mode=0755,size=64k")
+    devs.add(os.stat("/dev").st_dev)
+    for name in DEVICES:
+        _bind(
+            old_fd,
+            root_fd,
+            f"/dev/{name}",
+            f"/dev/{name}",
+            sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NOEXEC,
+            devs,
+        )
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("shm", "/tmp"),
+    ):
+        os.symlink(target, f"/dev/{name}")
+    sc.mount_setattr(
+        -100, "/dev", 0, sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NOEXEC
+    )
+
+
+def _build_proc() -> None:
+    os.mkdir("/proc", 0o555)
+    sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC, None)
+    for name in PROC_READONLY:
+        path = f"/proc/{name}"
+        try:
+            tree = sc.open_tree(
+                -100, path, sc.OPEN_TREE_CLONE | sc.OPEN_TREE_CLOEXEC | sc.AT_RECURSIVE
+            )
+        except FileNotFoundError:
+            continue
+        try:
+            sc.mount_setattr(
+                tree, "", sc.AT_EMPTY_PATH | sc.AT_RECURSIVE, SYS_ATTRS | sc.MOUNT_ATTR_NOEXEC
+            )
+            sc.move_mount(tree, "", -100, path, sc.MOVE_MOUNT_F_EMPTY_PATH)
+        finally:
+            os.close(tree)

@@ -1,0 +1,25 @@
+"""Per-process resource limits of the run (inherited by everything it starts)."""
+
+from __future__ import annotations
+
+import resource
+
+from .spec import SandboxSpec
+
+
+def plan_rlimits(spec: SandboxSpec) -> tuple[tuple[int, int, int], ...]:
+    """(resource, soft, hard) triples, computed in the parent."""
+    return (
+        (resource.RLIMIT_NOFILE, spec.nofile_max, spec.nofile_max),
+        (resource.RLIMIT_FSIZE, spec.max_file_bytes, spec.max_file_bytes),
+        (resource.RLIMIT_CORE, 0, 0),
+        # SIGXCPU at the soft limit, SIGKILL one second later.
+        (resource.RLIMIT_CPU, spec.cpu_time_s, spec.cpu_time_s + 1),
+        # No locked memory: nothing in a run needs it and it escapes reclaim.
+        (resource.RLIMIT_MEMLOCK, 0, 0),
+    )
+
+
+def apply_rlimits(limits: tuple[tuple[int, int, int], ...]) -> None:
+    for res, soft, hard in limits:
+        resource.setrlimit(res, (soft, hard))

@@ -1,0 +1,113 @@
+"""Fixtures for the sandbox suites: run a script or a command in a real sandbox, as root.
+
+Every run uses small limits so that each test finishes in seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import textwrap
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from roboz_helper.sandbox import SandboxOutcome, SandboxSpec, run_in_sandbox
+
+RUN_UID = 65534  # nobody
+RUN_GID = 65534
+_counter = itertools.count()
+
+
+@dataclass
+class Result:
+    outcome: SandboxOutcome
+    stdout: bytes
+    stderr: bytes
+    chunks: list[tuple[int, bytes]]
+
+    @property
+    def out(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    @property
+    def err(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+    def __str__(self) -> str:
+        return f"{self.outcome}\n--- stdout\n{self.out[-3000:]}\n--- stderr\n{self.err[-3000:]}"
+
+
+class Sandbox:
+    """Builds specs around one workspace and runs them."""
+
+    def __init__(self, workspace: Path, scripts: Path) -> None:
+        self.workspace = workspace
+        self.scripts = scripts
+        self.base = SandboxSpec(
+            argv=["/bin/true"],
+            script_fd=None,
+            uid=RUN_UID,
+            gid=RUN_GID,
+            workdir=str(workspace),
+            readonly_paths=(),
+            writable_paths=(),
+            network="none",
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            timeout_s=10.0,
+            max_output_bytes=1 << 20,
+            pids_max=64,
+            memory_max_bytes=256 << 20,
+            tmp_size_bytes=8 << 20,
+            max_file_bytes=8 << 20,
+            nofile_max=64,
+            cpu_time_s=10,
+            run_id="test",
+        )
+
+    def spec(self, **changes: object) -> SandboxSpec:
+        run_id = f"pytest-{os.getpid()}-{next(_counter)}"
+        return replace(self.base, run_id=run_id, **changes)  # type: ignore[arg-type]
+
+    def run_spec(self, spec: SandboxSpec) -> Result:
+        chunks: list[tuple[int, bytes]] = []
+
+        async def on_output(stream: int, data: bytes) -> None:
+            chunks.append((stream, data))
+
+        outcome = asyncio.run(run_in_sandbox(spec, on_output))
+        out = b"".join(d for s, d in chunks if s == 1)
+        err = b"".join(d for s, d in chunks if s == 2)
+        return Result(outcome, out, err, chunks)
+
+    def exec(self, *argv: str, **changes: object) -> Result:
+        return self.run_spec(self.spec(argv=list(argv), **changes))
+
+    def script(self, body: str, *args: str, lang: str = "python", **changes: object) -> Result:
+        shebang = {"python": "#!/usr/bin/python3", "bash": "#!/bin/bash"}[lang]
+        path = self.scripts / f"attack{next(_counter)}.{'py' if lang == 'python' else 'sh'}"
+        path.write_text(shebang + "\n" + textwrap.dedent(body))
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return self.run_spec(self.spec(argv=[path.name, *args], script_fd=fd, **changes))
+        finally:
+            os.close(fd)
+
+    def py(self, body: str, *args: str, **changes: object) -> Result:
+        return self.script(body, *args, lang="python", **changes)
+
+    def sh(self, body: str, *args: str, **changes: object) -> Result:
+        return self.script(body, *args, lang="bash", **changes)
+
+
+@pytest.fixture
+def sandbox(needs_root: None, tmp_path: Path) -> Iterator[Sandbox]:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    os.chown(workspace, RUN_UID, RUN_GID)
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    yield Sandbox(workspace, scripts)
