@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from typing import Any
 
 from roboz.llm.endpoint import Completion, DeltaCallback, LLMEndpoint, TokenUsage
@@ -34,6 +35,7 @@ class MockLLMEndpoint(LLMEndpoint):
         accepts_images: bool = True,
         messages_scrubber: MessagesScrubber | None = None,
         keep_requests: bool = True,
+        estimate_usage: bool = True,
     ) -> None:
         super().__init__(
             model_name=model_name,
@@ -46,6 +48,7 @@ class MockLLMEndpoint(LLMEndpoint):
         self.requests: list[list[ProviderRecord]] = []
         self.calls = 0
         self._keep_requests = keep_requests
+        self._estimate_usage = estimate_usage
         self._lock = threading.Lock()
 
     @property
@@ -74,7 +77,11 @@ class MockLLMEndpoint(LLMEndpoint):
         text = reply if isinstance(reply, str) else json.dumps(reply)
         if on_delta is not None:
             on_delta(text)
-        prompt_chars = sum(len(record["content"]) for record in records)
+        if not self._estimate_usage:
+            return Completion(text=text, model=self.model_name)
+        # Like a real provider, the estimate reads the whole prompt; benchmarks of the agent
+        # loop's own overhead switch it off with estimate_usage=False.
+        prompt_chars = sum(map(len, map(itemgetter("content"), records)))
         return Completion(
             text=text,
             usage=TokenUsage(

@@ -1,0 +1,1 @@
+"""Side-by-side measurements. Run all with ``python -m benchmarks`` (see ``--help``)."""
