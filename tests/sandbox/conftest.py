@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-
 from roboz_helper.sandbox import SandboxOutcome, SandboxSpec, run_in_sandbox
 
 RUN_UID = 65534  # nobody

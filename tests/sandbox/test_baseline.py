@@ -8,7 +8,6 @@ import signal
 import time
 
 import pytest
-
 from roboz_helper.sandbox import SandboxError, run_in_sandbox, sandbox_support
 
 from .conftest import RUN_UID, Sandbox
