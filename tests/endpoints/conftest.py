@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from openai_fake import FakeOpenAIServer
+
+from tests.endpoints.openai_fake import FakeOpenAIServer
 
 
 @pytest.fixture

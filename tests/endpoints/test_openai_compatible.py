@@ -6,7 +6,6 @@ import threading
 import traceback
 
 import pytest
-from openai_fake import FakeOpenAIServer, Reply
 
 from roboz.endpoints import (
     EndpointAuthError,
@@ -19,6 +18,7 @@ from roboz.endpoints.adapters.openai_compatible import chat_endpoint, transcript
 from roboz.llm import TokenUsage, call_llm_api
 from roboz.models import Image, Message, Role
 from roboz.runtime.events import Event, EventPipe, LLMDelta, use_pipe
+from tests.endpoints.openai_fake import FakeOpenAIServer, Reply
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
