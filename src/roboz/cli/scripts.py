@@ -1,0 +1,164 @@
+"""`roboz scripts`: talk to the SafeScripts helper daemon from a terminal.
+
+`run` and `exec` stream the run's output live and exit with its exit status (128+N when a
+signal ended it). When the run did not finish on its own, or never started, the exit code
+says why (see EXIT_CODES); the reason goes to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, NoReturn, TypeVar
+
+import typer
+
+from roboz.shed.safe_scripts import (
+    ClientRefused,
+    HelperBusy,
+    HelperUnavailable,
+    SafeScriptsClient,
+    SafeScriptsError,
+    ShellScriptResult,
+)
+
+T = TypeVar("T")
+
+DEFAULT_SOCKET = "/run/roboz-helper/helper.sock"
+
+# Codes beside the run's own status; chosen from conventions scripts rarely use themselves
+# (timeout(1)'s 124, the shell's 126, sysexits' 69/75/76).
+EXIT_TIMEOUT = 124
+EXIT_OUTPUT_LIMIT = 125
+EXIT_REFUSED = 126
+EXIT_UNAVAILABLE = 69
+EXIT_BUSY = 75
+EXIT_PROTOCOL = 76
+EXIT_CODES = {
+    "timeout": EXIT_TIMEOUT,
+    "output_limit": EXIT_OUTPUT_LIMIT,
+    "refused": EXIT_REFUSED,
+    "busy": EXIT_BUSY,
+}
+
+app = typer.Typer(
+    help="Run scripts and commands through the SafeScripts helper daemon. Exit codes of run "
+    "and exec: the run's own exit status (128+N for signal N); 124 timeout, 125 output limit, "
+    "126 refused, 69 helper unreachable, 75 helper busy, 76 protocol error.",
+    no_args_is_help=True,
+)
+
+SocketOption = Annotated[
+    str,
+    typer.Option(
+        "--socket",
+        envvar="ROBOZ_HELPER_SOCKET",
+        help="The helper's Unix socket.",
+        show_default=True,
+    ),
+]
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    typer.echo(f"roboz scripts: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _stream(stream: str, data: bytes) -> None:
+    target = sys.stdout if stream == "stdout" else sys.stderr
+    target.buffer.write(data)
+    target.flush()
+
+
+def _finish(result: ShellScriptResult) -> NoReturn:
+    code = EXIT_CODES.get(result.status)
+    if code is not None:
+        limit = f" ({result.limit} limit)" if result.limit else ""
+        _fail(f"{result.status}{limit}: {result.diagnostic}", code)
+    if result.status == "killed" and result.limit:
+        typer.echo(f"roboz scripts: killed by the {result.limit} limit", err=True)
+    status = result.exit_status
+    if status is None:
+        _fail(f"{result.status}: {result.diagnostic or 'no exit status'}", 1)
+    raise typer.Exit(status)
+
+
+def _client_call(action: str, call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except HelperUnavailable as error:
+        _fail(str(error), EXIT_UNAVAILABLE)
+    except HelperBusy as error:
+        _fail(str(error), EXIT_BUSY)
+    except ClientRefused as error:
+        _fail(f"{action}: {error}", EXIT_REFUSED)
+    except SafeScriptsError as error:
+        _fail(f"{action}: {error}", EXIT_PROTOCOL)
+
+
+@app.command()
+def serve(
+    policy: Annotated[Path, typer.Option("--policy", help="Policy TOML file.", exists=True)],
+    socket: Annotated[
+        str | None, typer.Option("--socket", help="Socket path (overrides [server] socket).")
+    ] = None,
+) -> None:
+    """Start the helper daemon in the foreground (normally systemd does this)."""
+    argv = [sys.executable, "-m", "roboz_helper", "serve", "--policy", str(policy)]
+    if socket:
+        argv += ["--socket", socket]
+    os.execv(sys.executable, argv)
+
+
+@app.command()
+def check(socket: SocketOption = DEFAULT_SOCKET) -> None:
+    """Connect to the helper and show who it takes us for and our limits."""
+    client = SafeScriptsClient(socket)
+    greeting = _client_call("check", client.check)
+    limits = greeting.limits
+    typer.echo(
+        f"helper {greeting.helper_version} (protocol {greeting.protocol_version}) at {socket}: "
+        f"profile {greeting.profile!r} for uid {greeting.uid}"
+    )
+    typer.echo(
+        f"limits: timeout {limits.timeout_s:g}s, output {limits.max_output_bytes} bytes, "
+        f"pids {limits.pids_max}, memory {limits.memory_max_bytes} bytes, "
+        f"network {limits.network}, {limits.max_runs} concurrent run(s)"
+    )
+
+
+@app.command("list")
+def list_scripts(socket: SocketOption = DEFAULT_SOCKET) -> None:
+    """List the scripts this client may run, with their descriptions."""
+    client = SafeScriptsClient(socket)
+    scripts = _client_call("list", client.list_scripts)
+    for entry in scripts:
+        typer.echo(f"{entry.name}\t{entry.description}" if entry.description else entry.name)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def run(
+    script: Annotated[str, typer.Argument(help="Script path relative to the scripts directory.")],
+    args: Annotated[list[str] | None, typer.Argument(help="Arguments for the script.")] = None,
+    socket: SocketOption = DEFAULT_SOCKET,
+) -> None:
+    """Run a script in a fresh sandbox, streaming its output."""
+    client = SafeScriptsClient(socket)
+    result = _client_call("run", lambda: client.run_script(script, args or [], on_output=_stream))
+    _finish(result)
+
+
+@app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def exec_command(
+    argv: Annotated[
+        list[str],
+        typer.Argument(help="Absolute allowlisted executable and its arguments, after --."),
+    ],
+    socket: SocketOption = DEFAULT_SOCKET,
+) -> None:
+    """Run an allowlisted command in a fresh sandbox, streaming its output."""
+    client = SafeScriptsClient(socket)
+    result = _client_call("exec", lambda: client.exec_command(argv, on_output=_stream))
+    _finish(result)
