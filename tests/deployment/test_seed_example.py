@@ -1,0 +1,41 @@
+"""The seed's DeployableAgent example, verbatim, and what it builds."""
+
+from __future__ import annotations
+
+from roboz import Agent
+
+SEED_EXAMPLE = """
+from roboz import Skill
+from roboz.deployment import (
+    Capability, DeployableAgent, SkillLabel, SkillLoading, ToolLabel,
+)
+from roboz.llm import MockLLMEndpoint
+from roboz.tools import stop
+
+agent = DeployableAgent(
+    name="assistant",
+    system_prompt="Help the user.",
+    capabilities=(Capability(label=ToolLabel("stop"), value=stop),),
+)
+guide = Skill(name="guide", description="Project guidance", instructions="Help.")
+agent.add_capabilities(
+    Capability(label=SkillLabel("guide", selectable=True), value=guide)
+)
+agent.set_agent_endpoint(MockLLMEndpoint([]))
+agent.set_capability_selection({"guide": SkillLoading.ON_DEMAND})
+runtime, background_agents = agent.build()
+"""
+
+
+def test_seed_example_runs_unchanged_and_builds_what_it_selected() -> None:
+    namespace: dict[str, object] = {}
+    exec(compile(SEED_EXAMPLE, "seed-example", "exec"), namespace)
+    runtime = namespace["runtime"]
+    assert isinstance(runtime, Agent)
+    assert namespace["background_agents"] == ()
+    assert [skill.name for skill in runtime.skills] == ["guide"]
+    assert runtime.auto_loaded_skills == []
+    # "stop" is selectable and the explicit map omits it, so it is left out.
+    assert [t.name for t in runtime.tools] == []
+    assert runtime.name == "assistant"
+    assert runtime.system_prompt == "Help the user."
