@@ -37,7 +37,7 @@ HEADER: Final = struct.Struct(">I")
 Status = Literal[
     "listed", "success", "failed", "refused", "busy", "timeout", "output_limit", "killed"
 ]
-Limit = Literal["timeout", "output", "memory", "pids", "cpu"]
+Limit = Literal["timeout", "output", "memory", "pids", "cpu", "seccomp"]
 StreamName = Literal["stdout", "stderr"]
 
 

@@ -1,0 +1,111 @@
+"""Turning an authorized request into a sandbox run, and its outcome into a Completion."""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+from typing import get_args
+
+from roboz_helper.policy import Profile, run_as_ids
+from roboz_helper.protocol import Completion, ExecCommand, Limit, Limits, RunScript, Status
+from roboz_helper.sandbox import SandboxOutcome, SandboxSpec
+
+_STATUSES = frozenset(get_args(Status))
+_LIMITS = frozenset(get_args(Limit))
+
+
+class RunRefused(ValueError):
+    """The request is well-formed but the profile does not allow it."""
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(8)
+
+
+def limits_of(profile: Profile, max_runs: int) -> Limits:
+    return Limits(
+        timeout_s=profile.timeout_s,
+        max_output_bytes=profile.max_output_bytes,
+        pids_max=profile.pids_max,
+        memory_max_bytes=profile.memory_max_bytes,
+        cpu_time_s=profile.cpu_time_s,
+        max_file_bytes=profile.max_file_bytes,
+        tmp_size_bytes=profile.tmp_size_bytes,
+        nofile_max=profile.nofile_max,
+        network=profile.network,
+        max_runs=max_runs,
+    )
+
+
+def check_args(args: list[str]) -> None:
+    for arg in args:
+        if "\0" in arg:
+            raise RunRefused("arguments may not contain NUL bytes")
+
+
+def exec_argv(profile: Profile, request: ExecCommand) -> list[str]:
+    """The argv of an exec request, if its executable is on the profile's allowlist."""
+    if not request.argv:
+        raise RunRefused("empty argv")
+    check_args(request.argv)
+    # Exact string match against absolute paths: no PATH search, no basename matching.
+    if request.argv[0] not in profile.commands:
+        raise RunRefused(f"command not allowed by this profile: {request.argv[0]!r}")
+    return list(request.argv)
+
+
+def build_spec(
+    profile: Profile, argv: list[str], script_fd: int | None, run_id: str
+) -> SandboxSpec:
+    """Everything the sandbox needs for one run, taken from the profile and nothing else."""
+    uid, gid = run_as_ids(profile)  # raises PolicyError for root; re-checked on every run
+    return SandboxSpec(
+        argv=argv,
+        script_fd=script_fd,
+        uid=uid,
+        gid=gid,
+        workdir=profile.workdir,
+        readonly_paths=tuple(profile.readonly_paths),
+        writable_paths=tuple(profile.writable_paths),
+        network=profile.network,
+        env=dict(profile.env),
+        timeout_s=profile.timeout_s,
+        max_output_bytes=profile.max_output_bytes,
+        pids_max=profile.pids_max,
+        memory_max_bytes=profile.memory_max_bytes,
+        tmp_size_bytes=profile.tmp_size_bytes,
+        max_file_bytes=profile.max_file_bytes,
+        nofile_max=profile.nofile_max,
+        cpu_time_s=profile.cpu_time_s,
+        run_id=run_id,
+    )
+
+
+def completion_of(outcome: SandboxOutcome) -> Completion:
+    """Map a sandbox outcome to the wire; an unknown status must not break strict clients."""
+    status = outcome.status
+    diagnostic = outcome.diagnostic
+    if status not in _STATUSES:
+        diagnostic = f"sandbox reported unknown status {status!r}: {diagnostic}"
+        status = "failed"
+    limit = outcome.limit if outcome.limit in _LIMITS else None
+    return Completion(
+        status=status,  # type: ignore[arg-type]  # checked against the Literal above
+        exit_code=outcome.exit_code,
+        signal=outcome.signal,
+        diagnostic=diagnostic,
+        wall_time_s=float(outcome.wall_time_s),
+        cpu_time_s=float(outcome.cpu_time_s),
+        peak_memory_bytes=int(outcome.peak_memory_bytes),
+        limit=limit,  # type: ignore[arg-type]
+    )
+
+
+def describe_request(request: RunScript | ExecCommand) -> str:
+    """What ran, for the log: quoted so a hostile argument cannot forge a log line."""
+    if isinstance(request, RunScript):
+        text = "script " + shlex.join([request.path, *request.args])
+    else:
+        text = "exec " + shlex.join(request.argv)
+    text = text.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -1,0 +1,421 @@
+"""The helper daemon: accept clients on a Unix socket, authorize them, run their requests.
+
+Each connection is one exchange (see protocol.py). Whatever a client sends, the worst it can do
+is end its own connection: every handler catches its own failures, and the listening loop only
+stops on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import grp
+import logging
+import os
+import signal
+import socket
+import stat
+import sys
+import time
+from collections import Counter
+from importlib import metadata
+from typing import Any
+
+from roboz_helper import protocol, runs, scripts
+from roboz_helper.peer import PeerCredentials, peer_credentials
+from roboz_helper.policy import Policy, PolicyError, Profile, match_client
+from roboz_helper.protocol import (
+    Completion,
+    ExecCommand,
+    FrameError,
+    Greeting,
+    ListScripts,
+    ProtocolError,
+    Request,
+    RunScript,
+    ScriptEntry,
+)
+from roboz_helper.sandbox import SandboxSpec, reclaim_stale_runs, run_in_sandbox
+from roboz_helper.systemd import notify, take_listen_fds, take_notify_socket
+
+log = logging.getLogger("roboz_helper")
+
+# A peer that does not read its replies must not hold a handler forever.
+_SEND_TIMEOUT_S = 5.0
+# Grace on top of a run's own deadline for a client to take its output, before it counts as gone.
+_DRAIN_GRACE_S = 10.0
+_BACKLOG = 1024
+
+
+class StartupError(RuntimeError):
+    """The daemon cannot start (socket in use, bad activation fd, ...)."""
+
+
+def _helper_version() -> str:
+    try:
+        return metadata.version("roboz")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class HelperServer:
+    def __init__(self, policy: Policy, socket_path: str | None = None) -> None:
+        self.policy = policy
+        self.socket_path = socket_path or policy.server.socket
+        self._admitted = 0
+        self._runs_per_uid: Counter[int] = Counter()
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+        self._owned_socket: tuple[str, int] | None = None  # (path, inode) we created
+        self._version = _helper_version()
+
+    # --- life cycle ---------------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        take_notify_socket()
+        reclaim_stale_runs()
+        sock = self._listening_socket()
+        options: dict[str, Any] = {"backlog": _BACKLOG}
+        if sys.version_info >= (3, 13):
+            # 3.13 unlinks the path on close by default; an activation socket belongs to
+            # systemd, and _remove_socket already cleans up what we bound ourselves.
+            options["cleanup_socket"] = False
+        server = await asyncio.start_unix_server(self._on_connect, sock=sock, **options)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.stop)
+        log.info("roboz-helper ready on %s (pid %d)", self.socket_path, os.getpid())
+        notify("READY=1")
+        try:
+            await self._stopping.wait()
+        finally:
+            notify("STOPPING=1")
+            server.close()
+            # Cancelling a handler cancels its run; the sandbox kills the run's processes
+            # before the cancellation completes, so when gather returns nothing is left.
+            for task in list(self._handlers):
+                task.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
+            self._remove_socket()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+            log.info("roboz-helper stopped")
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def _listening_socket(self) -> socket.socket:
+        fds = take_listen_fds()
+        if fds:
+            if len(fds) != 1:
+                raise StartupError(f"expected one activation socket, got {len(fds)}")
+            sock = socket.socket(fileno=fds[0])
+            if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+                raise StartupError("activation fd 3 is not a Unix stream socket")
+            self.socket_path = str(sock.getsockname() or self.socket_path)
+            return sock
+        return self._bind(self.socket_path)
+
+    def _bind(self, path: str) -> socket.socket:
+        server = self.policy.server
+        with contextlib.suppress(FileNotFoundError):
+            st = os.lstat(path)
+            if not stat.S_ISSOCK(st.st_mode):
+                raise StartupError(f"{path} exists and is not a socket; refusing to replace it")
+            if _socket_is_live(path):
+                raise StartupError(f"{path} is in use by a running helper")
+            os.unlink(path)  # stale socket of a helper that did not shut down cleanly
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        # The socket must never exist with wider permissions than configured, not even briefly.
+        old_umask = os.umask(0o777)
+        try:
+            sock.bind(path)
+        except OSError as exc:
+            sock.close()
+            raise StartupError(f"cannot bind {path}: {exc.strerror}") from None
+        finally:
+            os.umask(old_umask)
+        if server.socket_group is not None:
+            os.chown(path, -1, grp.getgrnam(server.socket_group).gr_gid)
+        os.chmod(path, server.socket_mode)
+        self._owned_socket = (path, os.stat(path).st_ino)
+        return sock
+
+    def _remove_socket(self) -> None:
+        # Only remove what we bound: a socket-activated path belongs to systemd, and a path
+        # that a newer helper has re-bound belongs to that helper.
+        if self._owned_socket is None:
+            return
+        path, inode = self._owned_socket
+        with contextlib.suppress(OSError):
+            if os.lstat(path).st_ino == inode:
+                os.unlink(path)
+
+    # --- one connection -----------------------------------------------------------------------
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            if self._admitted >= self.policy.server.max_connections:
+                await _send(
+                    writer,
+                    Completion(
+                        status="busy",
+                        diagnostic=f"the helper is at its connection limit "
+                        f"({self.policy.server.max_connections}); try again later",
+                    ),
+                )
+                return
+            self._admitted += 1
+            try:
+                await self._converse(reader, writer)
+            finally:
+                self._admitted -= 1
+        except asyncio.CancelledError:
+            # Shutdown: tell a waiting client why its exchange ends, if it still listens.
+            with contextlib.suppress(Exception):
+                await _send(
+                    writer,
+                    Completion(status="killed", diagnostic="the helper is shutting down"),
+                    timeout=1.0,
+                )
+            raise
+        except (ConnectionError, TimeoutError):
+            pass  # the peer went away or stopped reading; nothing to tell it
+        except Exception:
+            log.exception("unexpected error while serving a connection")
+        finally:
+            self._handlers.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            peer = peer_credentials(writer.get_extra_info("socket"))
+        except OSError as exc:
+            await _send(
+                writer, Completion(status="refused", diagnostic=f"no peer credentials: {exc}")
+            )
+            return
+        profile_name = match_client(self.policy, peer.uid, peer.gid, peer.groups)
+        if profile_name is None:
+            log.info(
+                "refused uid=%d gid=%d pid=%d: no [[clients]] rule", peer.uid, peer.gid, peer.pid
+            )
+            await _send(
+                writer,
+                Completion(
+                    status="refused",
+                    diagnostic=f"uid {peer.uid} (gid {peer.gid}) is not authorized "
+                    "by the helper's policy",
+                ),
+            )
+            return
+        profile = self.policy.profiles[profile_name]
+        await _send(
+            writer,
+            Greeting(
+                protocol_version=protocol.PROTOCOL_VERSION,
+                helper_version=self._version,
+                profile=profile_name,
+                uid=peer.uid,
+                limits=runs.limits_of(profile, self.policy.server.max_runs_per_client),
+            ),
+        )
+        try:
+            request = await asyncio.wait_for(
+                _read_request(reader), self.policy.server.handshake_timeout_s
+            )
+        except TimeoutError:
+            await _send(
+                writer,
+                ProtocolError(
+                    message=f"no request within {self.policy.server.handshake_timeout_s:g}s"
+                ),
+            )
+            return
+        except FrameError as exc:
+            log.info("protocol error from uid=%d pid=%d: %s", peer.uid, peer.pid, exc)
+            await _send(writer, ProtocolError(message=str(exc)))
+            return
+        except asyncio.IncompleteReadError:
+            return  # the client hung up before finishing its request
+
+        if isinstance(request, ListScripts):
+            await self._list(writer, peer, profile_name, profile)
+        else:
+            await self._run(reader, writer, peer, profile_name, profile, request)
+
+    async def _list(
+        self, writer: asyncio.StreamWriter, peer: PeerCredentials, name: str, profile: Profile
+    ) -> None:
+        started = time.monotonic()
+        entries = await asyncio.to_thread(scripts.list_scripts, profile.scripts_dir)
+        for entry in entries:
+            writer.write(
+                protocol.encode_frame(ScriptEntry(name=entry.name, description=entry.description))
+            )
+            await asyncio.wait_for(writer.drain(), _SEND_TIMEOUT_S)
+        await _send(writer, Completion(status="listed", diagnostic=f"{len(entries)} scripts"))
+        log.info(
+            "run uid=%d pid=%d profile=%s list status=listed duration=%.3fs",
+            peer.uid,
+            peer.pid,
+            name,
+            time.monotonic() - started,
+        )
+
+    async def _run(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: PeerCredentials,
+        name: str,
+        profile: Profile,
+        request: RunScript | ExecCommand,
+    ) -> None:
+        what = runs.describe_request(request)
+        started = time.monotonic()
+
+        def record(status: str, extra: str = "") -> None:
+            log.info(
+                "run uid=%d pid=%d profile=%s %s status=%s%s duration=%.3fs",
+                peer.uid,
+                peer.pid,
+                name,
+                what,
+                status,
+                extra,
+                time.monotonic() - started,
+            )
+
+        if self._runs_per_uid[peer.uid] >= self.policy.server.max_runs_per_client:
+            record("busy")
+            await _send(
+                writer,
+                Completion(
+                    status="busy",
+                    diagnostic=f"uid {peer.uid} already has "
+                    f"{self.policy.server.max_runs_per_client} runs in progress",
+                ),
+            )
+            return
+        script_fd: int | None = None
+        try:
+            if isinstance(request, RunScript):
+                runs.check_args(request.args)
+                script_fd = scripts.open_script(profile.scripts_dir, request.path)
+                argv = [request.path, *request.args]
+            else:
+                argv = runs.exec_argv(profile, request)
+            spec = runs.build_spec(profile, argv, script_fd, runs.new_run_id())
+        except (scripts.ScriptRefused, runs.RunRefused, PolicyError) as exc:
+            if script_fd is not None:
+                os.close(script_fd)
+            record("refused", f" reason={str(exc)!r}")
+            await _send(writer, Completion(status="refused", diagnostic=str(exc)))
+            return
+
+        self._runs_per_uid[peer.uid] += 1
+        try:
+            completion = await self._supervise(reader, writer, profile, spec)
+        except asyncio.CancelledError:
+            record("killed", " reason='helper shutting down'")
+            raise
+        finally:
+            self._runs_per_uid[peer.uid] -= 1
+            if self._runs_per_uid[peer.uid] <= 0:
+                del self._runs_per_uid[peer.uid]
+            if script_fd is not None:
+                os.close(script_fd)
+        if completion is None:
+            record("killed", " reason='client disconnected'")
+            return
+        record(
+            completion.status,
+            f" exit={completion.exit_code} signal={completion.signal} limit={completion.limit}",
+        )
+        await _send(writer, completion)
+
+    async def _supervise(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        profile: Profile,
+        spec: SandboxSpec,
+    ) -> Completion | None:
+        """Run the sandbox while watching the client; None if the client went away."""
+        gone = asyncio.Event()
+        drain_timeout = profile.timeout_s + _DRAIN_GRACE_S
+
+        async def on_output(fd: int, chunk: bytes) -> None:
+            if gone.is_set() or writer.is_closing():
+                gone.set()
+                return
+            for frame in protocol.split_output("stdout" if fd == 1 else "stderr", chunk):
+                writer.write(protocol.encode_frame(frame))
+            try:
+                await asyncio.wait_for(writer.drain(), drain_timeout)
+            except (ConnectionError, TimeoutError):
+                gone.set()  # never raise into the sandbox; the watcher cancels the run
+
+        run = asyncio.create_task(run_in_sandbox(spec, on_output))
+        watch = asyncio.create_task(_client_gone(reader, gone))
+        try:
+            await asyncio.wait({run, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # Reached normally, on disconnect, and when this handler is cancelled at shutdown.
+            watch.cancel()
+            if not run.done():
+                run.cancel()
+            await asyncio.wait({run, watch})
+        if run.cancelled():
+            return None
+        exc = run.exception()
+        if exc is not None:
+            log.error("sandbox failed for run %s: %r", spec.run_id, exc, exc_info=exc)
+            return Completion(status="failed", diagnostic=f"sandbox error: {exc}")
+        return runs.completion_of(run.result())
+
+
+async def _read_request(reader: asyncio.StreamReader) -> Request:
+    length = protocol.parse_length(await reader.readexactly(protocol.HEADER.size))
+    return protocol.decode_request(await reader.readexactly(length))
+
+
+async def _client_gone(reader: asyncio.StreamReader, gone: asyncio.Event) -> None:
+    """Finish when the client hangs up (EOF), sends anything more, or stops taking output.
+
+    A client sends exactly one request, so more bytes are a violation and end the run too.
+    """
+    read = asyncio.ensure_future(reader.read(1))
+    flagged = asyncio.ensure_future(gone.wait())
+    try:
+        await asyncio.wait({read, flagged}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        read.cancel()
+        flagged.cancel()
+        await asyncio.wait({read, flagged})
+
+
+async def _send(
+    writer: asyncio.StreamWriter,
+    message: protocol.Response,
+    timeout: float = _SEND_TIMEOUT_S,
+) -> None:
+    if writer.is_closing():
+        return
+    writer.write(protocol.encode_frame(message))
+    await asyncio.wait_for(writer.drain(), timeout)
+
+
+def _socket_is_live(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as probe:
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+    return True

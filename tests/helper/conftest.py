@@ -1,0 +1,215 @@
+"""Fixtures that run the REAL helper daemon on a real Unix socket.
+
+`helper` starts `python -m roboz_helper serve` once per session through pytest-xprocess, with a
+policy and scripts directory built here. Its files live under /var/tmp rather than /tmp because
+every run gets a private /tmp, which would hide a workdir placed there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from xprocess import ProcessStarter
+
+NOBODY = 65534
+MAX_CONNECTIONS = 8
+MAX_RUNS_PER_CLIENT = 2
+# Long enough that 200 connects finish while the first few still hold their slots.
+HANDSHAKE_TIMEOUT_S = 3.0
+
+SCRIPTS: dict[str, str] = {
+    "hello.sh": '#!/bin/sh\n# Say hello to the arguments.\necho "hello $*"\nid -u\n',
+    "fail.sh": '#!/bin/sh\n# Exit with the status given.\necho oops >&2\nexit "$1"\n',
+    # Many numbered lines, stderr in between: order and separation must survive streaming.
+    "lots.sh": (
+        "#!/bin/sh\n# Print many numbered lines.\n"
+        'i=1; while [ $i -le "$1" ]; do echo "line $i"; '
+        'if [ $((i % 1000)) -eq 0 ]; then echo "err $i" >&2; fi; i=$((i+1)); done\n'
+    ),
+    # The marker argument shows up in the cmdline of the script and of both children, so the
+    # host's /proc tells whether anything of this run survived; one child escapes with setsid.
+    "sleeper.sh": (
+        "#!/bin/sh\n# Sleep in three processes until killed.\n"
+        "sh -c 'sleep 600' \"$1\" &\n"
+        "setsid sh -c 'sleep 600' \"$1\" &\n"
+        "echo ready\nwait\n"
+    ),
+    "sub/nested.sh": "#!/bin/sh\n\n# A script in a subdirectory.\necho nested\n",
+    "nocomment.sh": "#!/bin/sh\necho no description\n",
+}
+
+
+@dataclass(frozen=True)
+class HelperDaemon:
+    socket_path: str
+    base: Path
+    workdir: Path
+    scripts_dir: Path
+    policy_path: Path
+    log_path: Path | None = None
+
+
+def policy_text(base: Path, socket_path: str, socket_mode: int = 0o666) -> str:
+    # socket_mode 0o666: uid 65534 must reach the socket to be refused by the policy, which is
+    # the point of the unknown-client test (file permissions would stop it earlier).
+    return f"""
+[server]
+socket = "{socket_path}"
+max_connections = {MAX_CONNECTIONS}
+max_runs_per_client = {MAX_RUNS_PER_CLIENT}
+handshake_timeout_s = {HANDSHAKE_TIMEOUT_S}
+socket_mode = {socket_mode:#o}
+
+[[clients]]
+uid = 0
+profile = "test"
+
+[profiles.test]
+run_as_user = "nobody"
+scripts_dir = "{base / "scripts"}"
+workdir = "{base / "work"}"
+network = "none"
+commands = ["/bin/echo", "/bin/sh"]
+env = {{ PATH = "/usr/bin:/bin", LANG = "C.UTF-8" }}
+timeout_s = 60.0
+max_output_bytes = 16777216
+pids_max = 64
+memory_max_bytes = 268435456
+tmp_size_bytes = 16777216
+max_file_bytes = 16777216
+nofile_max = 256
+cpu_time_s = 60
+"""
+
+
+def build_tree(base: Path) -> None:
+    """Scripts (root-owned, with every kind of thing the helper must refuse) and a workdir."""
+    base.chmod(0o755)
+    scripts = base / "scripts"
+    (scripts / "sub").mkdir(parents=True)
+    for name, text in SCRIPTS.items():
+        path = scripts / name
+        path.write_text(text)
+        path.chmod(0o755)
+    (scripts / "notexec.sh").write_text("#!/bin/sh\n# Not executable.\necho no\n")
+    (scripts / ".hidden.sh").write_text("#!/bin/sh\n# Hidden.\n")
+    (scripts / ".hidden.sh").chmod(0o755)
+    (scripts / "link.sh").symlink_to("hello.sh")
+    (scripts / "escape.sh").symlink_to("/bin/sh")
+    (scripts / "linkdir").symlink_to("sub")
+    os.mkfifo(scripts / "pipe.sh", 0o755)
+    work = base / "work"
+    work.mkdir()
+    os.chown(work, NOBODY, NOBODY)
+
+
+def make_base(prefix: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
+
+
+def wait_for_socket(
+    path: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"helper exited early with status {proc.returncode}")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(path)
+                return
+            except OSError:
+                time.sleep(0.05)
+    raise TimeoutError(f"helper socket {path} did not come up")
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+    """Poll for an eventual state. Not a speed assertion: the bound only stops a hung test."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"never happened: {what}")
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids whose command line contains marker (any pid namespace: /proc is the host's)."""
+    found = []
+    needle = marker.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if needle in fh.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return [pid for pid in found if pid != os.getpid()]
+
+
+def serve_command(policy: Path, socket_path: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "roboz_helper",
+        "serve",
+        "--policy",
+        str(policy),
+        "--socket",
+        socket_path,
+    ]
+
+
+@pytest.fixture(scope="session")
+def _helper_session(xprocess: object) -> Iterator[HelperDaemon]:
+    base = make_base("roboz-helper-test-")
+    build_tree(base)
+    socket_path = str(base / "helper.sock")
+    policy = base / "policy.toml"
+    policy.write_text(policy_text(base, socket_path))
+
+    class Starter(ProcessStarter):  # type: ignore[misc]
+        pattern = "roboz-helper ready on"
+        args = serve_command(policy, socket_path)
+        timeout = 60
+        terminate_on_interrupt = True
+        env: ClassVar[dict[str, str]] = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+        def startup_check(self) -> bool:
+            wait_for_socket(socket_path, timeout=5)
+            return True
+
+    _, log_path = xprocess.ensure("roboz_helper", Starter, restart=True)  # type: ignore[attr-defined]
+    try:
+        yield HelperDaemon(
+            socket_path=socket_path,
+            base=base,
+            workdir=base / "work",
+            scripts_dir=base / "scripts",
+            policy_path=policy,
+            log_path=Path(log_path),
+        )
+    finally:
+        xprocess.getinfo("roboz_helper").terminate()  # type: ignore[attr-defined]
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def helper(needs_root: None, request: pytest.FixtureRequest) -> HelperDaemon:
+    """The shared real daemon; requesting needs_root first makes it skip (or fail in CI)
+    before the session daemon is started without root."""
+    daemon: HelperDaemon = request.getfixturevalue("_helper_session")
+    return daemon
