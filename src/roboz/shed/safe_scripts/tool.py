@@ -1,0 +1,139 @@
+"""The ``run_shell_script`` agent tool: list or run the scripts a SafeScripts helper allows.
+
+The helper decides what may run and isolates every run; this tool only turns the result into
+something an LLM can act on: status, exit status, which limit was hit, and output capped to a
+size the conversation can afford (head and tail kept, since errors usually come last).
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import Field
+
+from roboz.models import Empty, Message, Str
+from roboz.shed.safe_scripts.client import SafeScriptsClient, SafeScriptsError, ShellScriptResult
+from roboz.tools import Tool, factory
+
+DEFAULT_MAX_OUTPUT_CHARS = 8000
+
+
+class RunShellScriptInput(Empty):
+    script: str | None = Field(
+        default=None,
+        description="Script path relative to the scripts directory; omit to list the scripts.",
+    )
+    args: list[str] = Field(default_factory=list, description="Arguments passed to the script.")
+
+
+class ShellScriptListing(Str):
+    """The scripts this agent may run: ``value`` lists names and descriptions."""
+
+    scripts: list[str]
+
+
+class ShellScriptOutcome(Str):
+    """One run: ``value`` is the readable report with capped stdout and stderr."""
+
+    script: str
+    status: str
+    exit_status: int | None = None
+    limit: str | None = None
+    output_truncated: bool = False
+
+
+class _Context:
+    def __init__(self, client: SafeScriptsClient, max_output_chars: int) -> None:
+        self.client = client
+        self.max_output_chars = max_output_chars
+
+
+@factory(name="run_shell_script")
+def _run_shell_script(
+    input: RunShellScriptInput, messages: list[Message], ctx: _Context
+) -> ShellScriptListing | ShellScriptOutcome:
+    """Run one of the prepared shell scripts on the host, in an isolated sandbox.
+
+    Call without `script` first to list the available scripts and what they do. Then call with
+    `script` (a path exactly as listed) and `args` (a list of strings, one per argument). The
+    reply gives the status (success, failed, timeout, output_limit, killed, refused), the exit
+    status, which limit stopped the run if any, and the script's stdout and stderr (long output
+    is shortened in the middle). Scripts run without network and may only write where their
+    policy allows; you cannot run arbitrary commands with this tool.
+    """
+    try:
+        if input.script is None:
+            return _listing(ctx.client)
+        result = ctx.client.run_script(input.script, input.args)
+    except SafeScriptsError as error:
+        # The helper being unreachable is something the agent should report, not a crash.
+        return ShellScriptOutcome(
+            value=f"script {input.script or '(listing)'}: helper error: {error}",
+            script=input.script or "",
+            status="helper_error",
+        )
+    return _outcome(input.script, result, ctx.max_output_chars)
+
+
+def get_run_shell_script(
+    client_or_socket_path: SafeScriptsClient | str | os.PathLike[str],
+    *,
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+) -> Tool:
+    """The run_shell_script tool talking to the helper through ``client_or_socket_path``."""
+    client = (
+        client_or_socket_path
+        if isinstance(client_or_socket_path, SafeScriptsClient)
+        else SafeScriptsClient(os.fspath(client_or_socket_path))
+    )
+    return _run_shell_script(_Context(client, max_output_chars))
+
+
+def _listing(client: SafeScriptsClient) -> ShellScriptListing:
+    scripts = client.list_scripts()
+    if not scripts:
+        text = "No scripts are available to this agent."
+    else:
+        lines = [
+            f"- {s.name}: {s.description}" if s.description else f"- {s.name}" for s in scripts
+        ]
+        text = "Available scripts:\n" + "\n".join(lines)
+    return ShellScriptListing(value=text, scripts=[s.name for s in scripts])
+
+
+def _outcome(script: str, result: ShellScriptResult, max_chars: int) -> ShellScriptOutcome:
+    stdout, cut_out = cap_text(result.stdout, max_chars)
+    stderr, cut_err = cap_text(result.stderr, max_chars)
+    truncated = result.output_truncated or cut_out or cut_err
+    lines = [f"script {script}: {result.status}, exit status {_exit(result)}"]
+    if result.limit is not None:
+        lines.append(f"limit hit: {result.limit}")
+    if result.diagnostic:
+        lines.append(f"diagnostic: {result.diagnostic}")
+    if truncated:
+        lines.append("output was truncated")
+    lines += ["stdout:", stdout or "(empty)", "stderr:", stderr or "(empty)"]
+    return ShellScriptOutcome(
+        value="\n".join(lines),
+        script=script,
+        status=result.status,
+        exit_status=result.exit_status,
+        limit=result.limit,
+        output_truncated=truncated,
+    )
+
+
+def _exit(result: ShellScriptResult) -> str:
+    if result.signal is not None:
+        return f"{result.exit_status} (signal {result.signal})"
+    return "none" if result.exit_status is None else str(result.exit_status)
+
+
+def cap_text(text: str, max_chars: int) -> tuple[str, bool]:
+    """``text`` within ``max_chars``: head and tail kept, the middle replaced by a marker."""
+    if len(text) <= max_chars:
+        return text, False
+    marker = f"\n[... {len(text) - max_chars} characters omitted ...]\n"
+    head = max_chars // 2
+    tail = max_chars - head
+    return text[:head] + marker + text[len(text) - tail :], True
