@@ -108,7 +108,13 @@ def redact(text: str, secrets: Iterable[str | None]) -> str:
     for secret in secrets:
         if not secret:
             continue
-        forms |= {secret, quote(secret, safe=""), quote_plus(secret), json.dumps(secret)[1:-1]}
+        forms |= {
+            secret,
+            quote(secret),
+            quote(secret, safe=""),
+            quote_plus(secret),
+            json.dumps(secret)[1:-1],
+        }
     # Longest first so that a secret containing another is removed whole.
     for form in sorted(forms, key=len, reverse=True):
         text = text.replace(form, REDACTED)
