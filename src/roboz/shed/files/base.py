@@ -1,0 +1,95 @@
+"""What every command implementation receives and returns.
+
+A command is prepared first (every permission check, every path pinned) and run afterwards
+with the pinned descriptors, so nothing runs unless all of its checks passed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from roboz.shed.files.globs import expand, has_glob, reject_unsupported
+from roboz.shed.files.parser import Call, CommandSyntaxError, Parsed
+from roboz.shed.files.process import Outcome
+from roboz.shed.files.tokens import Tag
+from roboz.shed.models import Operation
+from roboz.shed.sandbox.fsops import require_regular
+from roboz.shed.sandbox.guard import CommandGuard
+from roboz.shed.sandbox.resolve import Pinned
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float = 30.0
+    """Seconds a command may run."""
+    output_limit: int = 1_000_000
+    """Bytes of stdout (or stderr) a command may produce before it is stopped."""
+
+
+@dataclass
+class Invocation:
+    guard: CommandGuard
+    call: Call
+    parsed: Parsed
+    limits: Limits
+    piped: bool = False
+    """Whether stdin comes from a previous command of the pipeline."""
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
+    def operand_values(self) -> list[tuple[str, Tag]]:
+        return self.parsed.operands
+
+    def paths(self, operands: list[tuple[str, Tag]] | None = None, *, glob: bool) -> list[str]:
+        """Path operands (tag PTH), globs expanded when ``glob`` (sources), else literal."""
+        result: list[str] = []
+        for value, tag in self.parsed.operands if operands is None else operands:
+            if tag is not Tag.PTH:
+                raise CommandSyntaxError(f"{self.name}: {value!r} is a path here; tag it PTH")
+            if not value:
+                raise CommandSyntaxError(f"{self.name}: empty path")
+            if has_glob(value):
+                if not glob:
+                    raise CommandSyntaxError(
+                        f"{self.name}: {value!r}: destinations must be literal paths (no *)"
+                    )
+                result.extend(expand(self.guard, value))
+            else:
+                reject_unsupported(value)
+                result.append(value)
+        return result
+
+    def pin_file(self, operation: Operation, display: str) -> Pinned:
+        pinned = self.guard.pin(operation, display)
+        try:
+            require_regular(pinned, display)
+        except Exception:
+            pinned.close()
+            raise
+        return pinned
+
+
+@dataclass
+class Prepared:
+    """A checked command, ready to run; ``pinned`` are closed after it ran (or was dropped)."""
+
+    run: Callable[[bytes], Outcome]
+    pinned: list[Pinned] = field(default_factory=list)
+
+    def close(self) -> None:
+        for item in self.pinned:
+            item.close()
+
+
+Preparer = Callable[[Invocation], Prepared]
+
+
+class CommandFailed(Exception):
+    """A command could not run for a reason that is not a permission decision."""
+
+
+def ok(stdout: bytes = b"", stderr: bytes = b"", status: int = 0) -> Outcome:
+    return Outcome(status, stdout, stderr)

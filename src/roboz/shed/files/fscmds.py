@@ -1,0 +1,413 @@
+"""touch, mkdir, cp, mv and rm, implemented in Python on pinned descriptors.
+
+Operations needed: cp reads every source entry and creates every destination entry; mv needs
+READ and DELETE on what it moves and CREATE where it lands; rm needs DELETE on everything it
+removes. Overwriting a file counts as CREATE.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import posixpath
+import stat
+from collections.abc import Iterator
+
+from roboz.shed.files.base import Invocation, Prepared, ok
+from roboz.shed.files.parser import CommandSyntaxError
+from roboz.shed.files.process import Outcome
+from roboz.shed.models import ActionVerdict, Operation
+from roboz.shed.sandbox.fsops import (
+    DIR_FLAGS,
+    atomic_write,
+    check_subtree,
+    plan_directories,
+    require_regular,
+    require_regular_or_dir,
+)
+from roboz.shed.sandbox.guard import AccessError, PermissionDenied
+from roboz.shed.sandbox.resolve import Pinned, reopen
+
+
+def _closing(pinned: list[Pinned]) -> None:
+    for item in pinned:
+        item.close()
+
+
+def _status(errors: list[str]) -> Outcome:
+    return Outcome(1 if errors else 0, b"", "\n".join(errors).encode() + (b"\n" if errors else b""))
+
+
+def prepare_touch(inv: Invocation) -> Prepared:
+    displays = inv.paths(glob=False)
+    no_create = inv.parsed.has("-c")
+    pinned: list[Pinned] = []
+    try:
+        for display in displays:
+            item = inv.guard.pin(Operation.CREATE, display)
+            pinned.append(item)
+            if item.exists:
+                require_regular_or_dir(item, display)
+    except Exception:
+        _closing(pinned)
+        raise
+
+    def run(stdin: bytes) -> Outcome:
+        errors = []
+        for display, item in zip(displays, pinned, strict=True):
+            try:
+                if item.exists:
+                    fd = reopen(item, os.O_RDONLY | os.O_NOFOLLOW)
+                    try:
+                        os.utime(fd)
+                    finally:
+                        os.close(fd)
+                elif not no_create:
+                    os.close(
+                        os.open(
+                            item.name,
+                            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                            0o666,
+                            dir_fd=item.parent_fd,
+                        )
+                    )
+            except OSError as error:
+                errors.append(f"touch: {display}: {error.strerror}")
+        return _status(errors)
+
+    return Prepared(run, pinned)
+
+
+def prepare_mkdir(inv: Invocation) -> Prepared:
+    displays = inv.paths(glob=False)
+    parents = inv.parsed.has("-p")
+    plans = []
+    try:
+        for display in displays:
+            logical = inv.guard.lexical(Operation.CREATE, display)
+            plan = plan_directories(inv.guard, logical, display)
+            plans.append(plan)
+            if not plan.names and not parents:
+                raise AccessError(f"mkdir: {display}: already exists")
+            if len(plan.names) > 1 and not parents:
+                raise AccessError(f"mkdir: {display}: parent directory missing (use -p)")
+    except Exception:
+        for plan in plans:
+            plan.close()
+        raise
+
+    def run(stdin: bytes) -> Outcome:
+        errors = []
+        for display, plan in zip(displays, plans, strict=True):
+            try:
+                os.close(plan.create())
+            except OSError as error:
+                errors.append(f"mkdir: {display}: {error.strerror}")
+        return _status(errors)
+
+    return Prepared(run, [plan.anchor for plan in plans])
+
+
+def _split_dest(inv: Invocation) -> tuple[list[str], str]:
+    operands = inv.parsed.operands
+    if len(operands) < 2:
+        raise CommandSyntaxError(f"{inv.name}: needs SOURCE... DEST (at least two PTH)")
+    dest = inv.paths(operands[-1:], glob=False)[0]
+    return inv.paths(operands[:-1], glob=True), dest
+
+
+def _target(inv: Invocation, sources: list[str], dest: str) -> tuple[Pinned, bool]:
+    """Pin the destination for CREATE; True if it is an existing directory to copy into."""
+    target = inv.guard.pin(Operation.CREATE, dest)
+    into = target.is_dir
+    if len(sources) > 1 and not into:
+        target.close()
+        raise AccessError(f"{inv.name}: {dest}: with several sources DEST must be a directory")
+    return target, into
+
+
+def _walk_copy(src_fd: int, dst_fd: int) -> Iterator[str]:
+    """Copy the directory ``src_fd`` into ``dst_fd`` (both closed here); yield errors."""
+    try:
+        with os.scandir(src_fd) as iterator:
+            entries = list(iterator)
+        for entry in entries:
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(entry.name, stat.S_IMODE(st.st_mode) | 0o700, dir_fd=dst_fd)
+                child_src = os.open(entry.name, DIR_FLAGS, dir_fd=src_fd)
+                child_dst = os.open(entry.name, DIR_FLAGS, dir_fd=dst_fd)
+                yield from _walk_copy(child_src, child_dst)
+            elif stat.S_ISLNK(st.st_mode):
+                try:
+                    os.symlink(os.readlink(entry.name, dir_fd=src_fd), entry.name, dir_fd=dst_fd)
+                except OSError as error:
+                    yield f"{entry.name}: {error.strerror}"
+            elif stat.S_ISREG(st.st_mode) and st.st_nlink == 1:
+                fd = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_fd)
+                try:
+                    atomic_write(dst_fd, entry.name, _chunks(fd), st.st_mode)
+                finally:
+                    os.close(fd)
+            else:
+                yield f"{entry.name}: skipped (not a regular file)"
+    finally:
+        os.close(src_fd)
+        os.close(dst_fd)
+
+
+def _chunks(fd: int) -> Iterator[bytes]:
+    while chunk := os.read(fd, 1 << 20):
+        yield chunk
+
+
+def prepare_cp(inv: Invocation) -> Prepared:
+    sources, dest = _split_dest(inv)
+    recursive = inv.parsed.has("-r")
+    no_clobber = inv.parsed.has("-n")
+    guard = inv.guard
+    pinned: list[Pinned] = []
+    jobs: list[tuple[str, Pinned, Pinned]] = []
+    try:
+        target, into = _target(inv, sources, dest)
+        pinned.append(target)
+        for source in sources:
+            src = guard.pin(Operation.READ, source)
+            pinned.append(src)
+            require_regular_or_dir(src, source)
+            if src.is_dir and not recursive:
+                raise AccessError(f"cp: {source}: is a directory (use -r)")
+            final_display = posixpath.join(dest, src.name) if into else dest
+            final = guard.pin(Operation.CREATE, final_display) if into else target
+            if into:
+                pinned.append(final)
+            if final.exists:
+                if src.is_dir != final.is_dir:
+                    raise AccessError(f"cp: cannot overwrite {final_display} with {source}")
+                if (
+                    final.st
+                    and src.st
+                    and (final.st.st_ino, final.st.st_dev) == (src.st.st_ino, src.st.st_dev)
+                ):
+                    raise AccessError(f"cp: {source} and {final_display} are the same file")
+                if not final.is_dir:
+                    require_regular(final, final_display)
+            if src.is_dir:
+                if final.physical == src.physical or final.physical.startswith(src.physical + "/"):
+                    raise AccessError(f"cp: cannot copy {source} into itself")
+                check_subtree(
+                    guard,
+                    src,
+                    source,
+                    (Operation.READ,),
+                    reads_content=True,
+                    dest=final.physical,
+                    dest_operations=(Operation.CREATE,),
+                )
+            jobs.append((final_display, src, final))
+    except Exception:
+        _closing(pinned)
+        raise
+
+    def run(stdin: bytes) -> Outcome:
+        errors: list[str] = []
+        for display, src, final in jobs:
+            try:
+                if src.is_dir:
+                    if not final.exists:
+                        assert src.st is not None
+                        os.mkdir(
+                            final.name, stat.S_IMODE(src.st.st_mode) | 0o700, dir_fd=final.parent_fd
+                        )
+                        dst_fd = os.open(final.name, DIR_FLAGS, dir_fd=final.parent_fd)
+                    else:
+                        dst_fd = reopen(final, DIR_FLAGS)
+                    errors += [
+                        f"cp: {display}/{e}" for e in _walk_copy(reopen(src, DIR_FLAGS), dst_fd)
+                    ]
+                    continue
+                if final.exists and no_clobber:
+                    continue
+                assert src.st is not None
+                mode = final.st.st_mode if final.exists and final.st else src.st.st_mode
+                fd = reopen(src, os.O_RDONLY)
+                try:
+                    atomic_write(final.parent_fd, final.name, _chunks(fd), mode)
+                finally:
+                    os.close(fd)
+            except OSError as error:
+                errors.append(f"cp: {display}: {error.strerror}")
+        return _status(errors)
+
+    return Prepared(run, pinned)
+
+
+def same_entry(item: Pinned) -> bool:
+    """Whether the pinned name still refers to the pinned object (no swap since the check)."""
+    try:
+        st = os.lstat(item.name, dir_fd=item.parent_fd)
+    except OSError:
+        return False
+    return item.st is not None and (st.st_dev, st.st_ino) == (item.st.st_dev, item.st.st_ino)
+
+
+def protect_base(inv: Invocation, item: Pinned, display: str) -> None:
+    base = inv.guard.policy.base_path
+    for path in (item.physical, inv.guard.policy.normalize(display)):
+        if path == "/" or base == path or base.startswith(path.rstrip("/") + "/"):
+            raise PermissionDenied(
+                f"{inv.name} {display}: the base directory and its parents cannot be removed"
+            )
+
+
+def prepare_mv(inv: Invocation) -> Prepared:
+    sources, dest = _split_dest(inv)
+    no_clobber = inv.parsed.has("-n")
+    guard = inv.guard
+    pinned: list[Pinned] = []
+    jobs: list[tuple[str, Pinned, Pinned]] = []
+    try:
+        target, into = _target(inv, sources, dest)
+        pinned.append(target)
+        for source in sources:
+            guard.lexical(Operation.READ, source)
+            src = guard.pin(Operation.DELETE, source, follow_final=False)
+            pinned.append(src)
+            guard.physical(Operation.READ, src.physical, source)
+            if src.st is None:
+                raise AccessError(f"mv: {source}: no such file or directory")
+            protect_base(inv, src, source)
+            final_display = posixpath.join(dest, src.name) if into else dest
+            final = (
+                guard.pin(Operation.CREATE, final_display, follow_final=False) if into else target
+            )
+            if into:
+                pinned.append(final)
+            if src.is_dir:
+                if final.physical.startswith(src.physical + "/"):
+                    raise AccessError(f"mv: cannot move {source} into itself")
+                check_subtree(
+                    guard,
+                    src,
+                    source,
+                    (Operation.READ, Operation.DELETE),
+                    reads_content=False,
+                    dest=final.physical,
+                    dest_operations=(Operation.CREATE,),
+                )
+            elif not src.is_symlink:
+                require_regular(src, source)
+            if final.exists and final.is_dir and not src.is_dir:
+                raise AccessError(f"mv: cannot overwrite directory {final_display}")
+            jobs.append((source, src, final))
+    except Exception:
+        _closing(pinned)
+        raise
+
+    def run(stdin: bytes) -> Outcome:
+        errors = []
+        for display, src, final in jobs:
+            if not same_entry(src):
+                errors.append(f"mv: {display}: changed since it was checked; not moved")
+                continue
+            if no_clobber:
+                try:
+                    os.lstat(final.name, dir_fd=final.parent_fd)
+                    continue
+                except FileNotFoundError:
+                    pass
+            try:
+                os.rename(
+                    src.name, final.name, src_dir_fd=src.parent_fd, dst_dir_fd=final.parent_fd
+                )
+            except OSError as error:
+                reason = (
+                    "source and destination are on different file systems; use cp and rm"
+                    if error.errno == errno.EXDEV
+                    else error.strerror
+                )
+                errors.append(f"mv: {display}: {reason}")
+        return _status(errors)
+
+    return Prepared(run, pinned)
+
+
+def _remove_tree(fd: int, physical: str, inv: Invocation) -> Iterator[str]:
+    """Delete the contents of the directory open as ``fd`` (closed here)."""
+    policy = inv.guard.policy
+    try:
+        with os.scandir(fd) as iterator:
+            entries = list(iterator)
+        for entry in entries:
+            path = f"{physical}/{entry.name}"
+            if policy.decide(path, Operation.DELETE) is ActionVerdict.deny:
+                yield f"{entry.name}: not removed (not allowed)"
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                child = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                yield from _remove_tree(child, path, inv)
+                try:
+                    os.rmdir(entry.name, dir_fd=fd)
+                except OSError as error:
+                    yield f"{entry.name}: {error.strerror}"
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def prepare_rm(inv: Invocation) -> Prepared:
+    force = inv.parsed.has("-f")
+    recursive = inv.parsed.has("-r")
+    guard = inv.guard
+    jobs: list[tuple[str, Pinned]] = []
+    try:
+        displays = inv.paths(glob=True)
+    except AccessError:
+        if not force:
+            raise
+        displays = []
+    try:
+        for display in displays:
+            item = guard.pin(Operation.DELETE, display, follow_final=False)
+            jobs.append((display, item))
+            protect_base(inv, item, display)
+            if item.st is None:
+                if force:
+                    continue
+                raise AccessError(f"rm: {display}: no such file or directory")
+            if item.is_dir:
+                if not recursive:
+                    raise AccessError(f"rm: {display}: is a directory (use -r)")
+                check_subtree(guard, item, display, (Operation.DELETE,), reads_content=False)
+    except Exception:
+        _closing([item for _, item in jobs])
+        raise
+
+    def run(stdin: bytes) -> Outcome:
+        errors = []
+        for display, item in jobs:
+            if item.st is None:
+                continue
+            try:
+                if item.is_dir:
+                    errors += [
+                        f"rm: {display}/{e}"
+                        for e in _remove_tree(reopen(item, DIR_FLAGS), item.physical, inv)
+                    ]
+                    if same_entry(item):
+                        os.rmdir(item.name, dir_fd=item.parent_fd)
+                elif same_entry(item):
+                    os.unlink(item.name, dir_fd=item.parent_fd)
+                else:
+                    errors.append(f"rm: {display}: changed since it was checked; not removed")
+            except OSError as error:
+                errors.append(f"rm: {display}: {error.strerror}")
+        return _status(errors)
+
+    return Prepared(run, [item for _, item in jobs])
+
+
+__all__ = ["ok", "prepare_cp", "prepare_mkdir", "prepare_mv", "prepare_rm", "prepare_touch"]

@@ -1,0 +1,339 @@
+"""grep, rg, find, ls, diff and gio trash: the native programs, run on pinned paths.
+
+Every path operand is checked, pinned, and handed to the program as ``/proc/self/fd/N`` (an
+inherited O_PATH descriptor), which the program cannot re-resolve to anywhere else. Values are
+always passed after their option or after ``--``, so nothing can smuggle in an option. Output
+mentioning ``/proc/self/fd/N`` is rewritten back to the path the command was given.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+
+from roboz.shed.files.base import Invocation, Prepared
+from roboz.shed.files.fscmds import protect_base, same_entry
+from roboz.shed.files.parser import CommandSyntaxError
+from roboz.shed.files.process import Outcome, find_binary, run_binary
+from roboz.shed.files.tokens import Tag
+from roboz.shed.models import ActionVerdict, Operation
+from roboz.shed.sandbox.fsops import check_subtree, require_regular, require_regular_or_dir
+from roboz.shed.sandbox.guard import AccessError, PermissionDenied
+from roboz.shed.sandbox.resolve import Pinned
+
+FD_PATH = re.compile(rb"/proc/self/fd/(\d+)")
+
+
+def _rewrite(data: bytes, names: dict[int, str]) -> bytes:
+    def replace(match: re.Match[bytes]) -> bytes:
+        name = names.get(int(match.group(1)))
+        return name.encode() if name is not None else match.group(0)
+
+    return FD_PATH.sub(replace, data)
+
+
+class _Paths:
+    """Pinned operands of one native command and how to show them."""
+
+    def __init__(self, inv: Invocation) -> None:
+        self.inv = inv
+        self.pinned: list[Pinned] = []
+        self.names: dict[int, str] = {}
+
+    def add(self, display: str, *, recursive: bool, content: bool, listing: bool) -> str:
+        """Check and pin a READ operand; return the argument to give the program."""
+        guard = self.inv.guard
+        item = guard.pin(Operation.READ, display)
+        self.pinned.append(item)
+        require_regular_or_dir(item, display)
+        if item.is_dir and recursive:
+            check_subtree(guard, item, display, (Operation.READ,), reads_content=content)
+        elif item.is_dir and listing:
+            _check_children(self.inv, item, display)
+        assert item.fd is not None
+        self.names[item.fd] = display
+        return item.proc_path
+
+    def add_file(self, display: str) -> str:
+        item = self.inv.guard.pin(Operation.READ, display)
+        self.pinned.append(item)
+        require_regular(item, display)
+        assert item.fd is not None
+        self.names[item.fd] = display
+        return item.proc_path
+
+    def fds(self) -> tuple[int, ...]:
+        return tuple(item.fd for item in self.pinned if item.fd is not None)
+
+    def close(self) -> None:
+        for item in self.pinned:
+            item.close()
+
+
+def _check_children(inv: Invocation, item: Pinned, display: str) -> None:
+    policy = inv.guard.policy
+    if policy.verdicts_below(item.physical, Operation.READ) == {ActionVerdict.allow}:
+        return
+    for name in os.listdir(item.proc_path):
+        if policy.decide(f"{item.physical}/{name}", Operation.READ) is not ActionVerdict.allow:
+            raise PermissionDenied(
+                f"read {display}: the listing would include paths the policy does not allow; "
+                "list a narrower path"
+            )
+
+
+def _flags(inv: Invocation, skip: tuple[str, ...] = ()) -> list[str]:
+    argv: list[str] = []
+    for name, values in inv.parsed.options.items():
+        if name in skip:
+            continue
+        if values:
+            for value in values:
+                argv += [name, value]
+        else:
+            argv.append(name)
+    return argv
+
+
+def _prepared(
+    inv: Invocation,
+    paths: _Paths,
+    build: Callable[[], list[str]],
+    binary: str,
+    *,
+    cwd: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Prepared:
+    def run(stdin: bytes) -> Outcome:
+        argv = [binary, *build()]
+        outcome = run_binary(
+            argv,
+            stdin=stdin,
+            pass_fds=paths.fds(),
+            timeout=inv.limits.timeout,
+            output_limit=inv.limits.output_limit,
+            cwd=cwd,
+            env=env,
+        )
+        outcome.stdout = _rewrite(outcome.stdout, paths.names)
+        outcome.stderr = _rewrite(outcome.stderr, paths.names)
+        return outcome
+
+    return Prepared(run, paths.pinned)
+
+
+def _guarded(inv: Invocation, prepare: Callable[[_Paths], Prepared]) -> Prepared:
+    paths = _Paths(inv)
+    try:
+        return prepare(paths)
+    except Exception:
+        paths.close()
+        raise
+
+
+def _pattern_and_paths(inv: Invocation, *, needs_pattern: bool) -> tuple[list[str], list[str]]:
+    operands = list(inv.parsed.operands)
+    patterns: list[str] = []
+    if needs_pattern:
+        if not operands:
+            raise CommandSyntaxError(f"{inv.name}: needs a PATTERN (ARG)")
+        value, tag = operands.pop(0)
+        if tag is not Tag.ARG:
+            raise CommandSyntaxError(f"{inv.name}: the pattern {value!r} is a value; tag it ARG")
+        patterns = ["-e", value]
+    return patterns, inv.paths(operands, glob=True)
+
+
+def prepare_grep(inv: Invocation) -> Prepared:
+    binary = find_binary("grep")
+    recursive = inv.parsed.has("-r")
+    pattern, displays = _pattern_and_paths(
+        inv, needs_pattern=not (inv.parsed.has("-e") or inv.parsed.has("-f"))
+    )
+    if recursive and not displays:
+        displays = ["."]
+
+    def prepare(paths: _Paths) -> Prepared:
+        pattern_files = [paths.add_file(d) for d in inv.parsed.options.get("-f", [])]
+        args = [paths.add(d, recursive=recursive, content=True, listing=False) for d in displays]
+        extra = [item for f in pattern_files for item in ("-f", f)]
+        return _prepared(
+            inv,
+            paths,
+            lambda: ["--color=never", *_flags(inv, skip=("-f",)), *extra, *pattern, "--", *args],
+            binary,
+        )
+
+    return _guarded(inv, prepare)
+
+
+def prepare_rg(inv: Invocation) -> Prepared:
+    binary = find_binary("rg")
+    files_mode = inv.parsed.has("--files")
+    pattern, displays = _pattern_and_paths(
+        inv, needs_pattern=not (files_mode or inv.parsed.has("-e"))
+    )
+    if not displays and not (inv.piped and not files_mode):
+        displays = ["."]
+
+    def prepare(paths: _Paths) -> Prepared:
+        args = [paths.add(d, recursive=True, content=True, listing=False) for d in displays]
+        return _prepared(
+            inv,
+            paths,
+            lambda: [
+                "--no-config",
+                "--color=never",
+                "--no-follow",
+                *_flags(inv),
+                *pattern,
+                "--",
+                *args,
+            ],
+            binary,
+        )
+
+    return _guarded(inv, prepare)
+
+
+def prepare_ls(inv: Invocation) -> Prepared:
+    binary = find_binary("ls")
+    displays = inv.paths(glob=True) or ["."]
+    recursive = inv.parsed.has("-R")
+    directory_only = inv.parsed.has("-d")
+
+    def prepare(paths: _Paths) -> Prepared:
+        args = [
+            paths.add(d, recursive=recursive, content=False, listing=not directory_only)
+            for d in displays
+        ]
+        return _prepared(
+            inv,
+            paths,
+            lambda: ["--color=never", "--dereference-command-line", *_flags(inv), "--", *args],
+            binary,
+        )
+
+    return _guarded(inv, prepare)
+
+
+def prepare_diff(inv: Invocation) -> Prepared:
+    binary = find_binary("diff")
+    displays = inv.paths(glob=True)
+    if len(displays) != 2:
+        raise CommandSyntaxError("diff: needs exactly two PTH operands")
+    recursive = inv.parsed.has("-r")
+
+    def prepare(paths: _Paths) -> Prepared:
+        args = [paths.add(d, recursive=recursive, content=True, listing=False) for d in displays]
+        first, second = paths.pinned
+        if first.is_dir != second.is_dir:
+            raise AccessError("diff: compare two files or two directories")
+        if first.is_dir and not recursive:
+            raise AccessError("diff: comparing directories needs -r")
+        extra = ["--no-dereference"] if recursive else []
+        return _prepared(inv, paths, lambda: [*_flags(inv), *extra, "--", *args], binary)
+
+    return _guarded(inv, prepare)
+
+
+def prepare_find(inv: Invocation) -> Prepared:
+    binary = find_binary("find")
+    spec = inv.call.spec
+    args = list(inv.call.args)
+    starts: list[str] = []
+    while args and args[0][1] is not Tag.FLG:
+        value, tag = args.pop(0)
+        if tag is not Tag.PTH:
+            raise CommandSyntaxError(
+                f"find: start paths come first and are PTH; {value!r} is not (expressions use "
+                "FLG tokens such as -name, each followed by its ARG)"
+            )
+        starts.append(value)
+    displays = inv.paths([(s, Tag.PTH) for s in starts], glob=True) or ["."]
+
+    def prepare(paths: _Paths) -> Prepared:
+        roots = [paths.add(d, recursive=True, content=False, listing=False) for d in displays]
+        expression: list[str] = []
+        index = 0
+        while index < len(args):
+            value, tag = args[index]
+            index += 1
+            option = spec.by_name.get(value) if tag is Tag.FLG else None
+            if option is None:
+                raise CommandSyntaxError(
+                    f"find: {value!r} is not an allowed expression token (allowed: "
+                    + ", ".join(name for o in spec.options for name in o.names)
+                    + ")"
+                )
+            expression.append(value)
+            if option.value is None:
+                continue
+            if index >= len(args) or args[index][1] not in (Tag.ARG, Tag.PTH):
+                raise CommandSyntaxError(f"find: {value} needs a value in the next token")
+            operand, operand_tag = args[index]
+            index += 1
+            if option.value == "PTH":
+                if operand_tag is not Tag.PTH:
+                    raise CommandSyntaxError(f"find: the value of {value} is a path; tag it PTH")
+                expression.append(paths.add_file(operand))
+                continue
+            if option.check is not None and not option.check.fullmatch(operand):
+                raise CommandSyntaxError(f"find: invalid value {operand!r} for {value}")
+            expression.append(operand)
+        return _prepared(inv, paths, lambda: ["-H", *roots, *expression], binary)
+
+    return _guarded(inv, prepare)
+
+
+def prepare_gio_trash(inv: Invocation) -> Prepared:
+    binary = find_binary("gio")
+    force = inv.parsed.has("-f")
+    guard = inv.guard
+    displays = inv.paths(glob=True)
+    if not displays:
+        raise CommandSyntaxError("gio trash: needs at least one PTH")
+    jobs: list[tuple[str, Pinned]] = []
+    try:
+        for display in displays:
+            item = guard.pin(Operation.DELETE, display, follow_final=False)
+            jobs.append((display, item))
+            protect_base(inv, item, display)
+            if item.st is None:
+                if force:
+                    continue
+                raise AccessError(f"gio trash: {display}: no such file or directory")
+            if item.is_dir:
+                check_subtree(guard, item, display, (Operation.DELETE,), reads_content=False)
+            elif not item.is_symlink:
+                require_regular(item, display)
+    except Exception:
+        for _, item in jobs:
+            item.close()
+        raise
+    env = {key: os.environ[key] for key in ("HOME", "XDG_DATA_HOME") if key in os.environ}
+
+    def run(stdin: bytes) -> Outcome:
+        status, out, err = 0, b"", b""
+        for display, item in jobs:
+            if item.st is None:
+                continue
+            if not same_entry(item):
+                status, err = 1, err + f"gio trash: {display}: changed since checked\n".encode()
+                continue
+            outcome = run_binary(
+                [binary, "trash", *(["-f"] if force else []), "--", item.name],
+                stdin=b"",
+                pass_fds=(item.parent_fd,),
+                timeout=inv.limits.timeout,
+                output_limit=inv.limits.output_limit,
+                cwd=f"/proc/self/fd/{item.parent_fd}",
+                env=env,
+            )
+            out += outcome.stdout
+            err += outcome.stderr
+            status = status or outcome.status
+        return Outcome(status, out, err)
+
+    return Prepared(run, [item for _, item in jobs])

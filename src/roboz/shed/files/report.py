@@ -1,0 +1,63 @@
+"""What run_file_command tells the LLM: per command what ran or why not, status and output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from roboz.models import Str
+
+DISPLAY_LIMIT = 20_000
+
+
+@dataclass
+class CommandReport:
+    text: str
+    """The command as written."""
+    state: str
+    """"ran", "denied", "failed" (could not start: syntax, missing file, missing program)
+    or "skipped" (an operator did not reach it)."""
+    status: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    reason: str = ""
+
+
+class FileCommandResult(Str):
+    """The sequence's report as text (``value``); the structured form is kept for Python."""
+
+    exit_status: int = Field(default=0, exclude=True)
+    commands: list[CommandReport] = Field(default_factory=list, exclude=True)
+
+
+def _cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters not shown; narrow it]"
+
+
+def render(commands: list[CommandReport], exit_status: int, limit: int = DISPLAY_LIMIT) -> str:
+    counts = {
+        state: sum(1 for c in commands if c.state == state)
+        for state in ("ran", "denied", "failed", "skipped")
+    }
+    summary = ", ".join(f"{n} {state}" for state, n in counts.items() if n)
+    lines = [f"sequence: {len(commands)} command(s): {summary}; exit status {exit_status}"]
+    per_command = max(limit // max(len(commands), 1), 2_000)
+    for index, command in enumerate(commands, 1):
+        head = f"[{index}] $ {command.text}"
+        if command.state == "ran":
+            lines.append(f"{head}\n    ran, exit status {command.status}")
+        elif command.state == "skipped":
+            lines.append(f"{head}\n    skipped: {command.reason}")
+            continue
+        else:
+            lines.append(f"{head}\n    {command.state.upper()}: {command.reason}")
+        if command.state == "ran" and command.reason:
+            lines.append(f"    note: {command.reason}")
+        if command.stdout:
+            lines.append("--- stdout\n" + _cap(command.stdout, per_command).rstrip("\n"))
+        if command.stderr:
+            lines.append("--- stderr\n" + _cap(command.stderr, per_command // 4).rstrip("\n"))
+    return "\n".join(lines)

@@ -1,0 +1,204 @@
+"""pwd, cat, head, tail, wc and tee, implemented in Python on pinned descriptors."""
+
+from __future__ import annotations
+
+import os
+
+from roboz.shed.files.base import Invocation, Prepared, ok
+from roboz.shed.files.parser import CommandSyntaxError
+from roboz.shed.files.process import Outcome
+from roboz.shed.models import Operation
+from roboz.shed.sandbox.fsops import default_file_mode, require_regular
+from roboz.shed.sandbox.guard import AccessError
+from roboz.shed.sandbox.resolve import Pinned, reopen
+
+CHUNK = 1 << 20
+
+
+def _sources(inv: Invocation) -> tuple[list[str], list[Pinned]]:
+    displays = inv.paths(glob=True)
+    pinned: list[Pinned] = []
+    try:
+        for display in displays:
+            pinned.append(inv.pin_file(Operation.READ, display))
+    except Exception:
+        for item in pinned:
+            item.close()
+        raise
+    return displays, pinned
+
+
+def _read(pinned: Pinned, limit: int) -> bytes:
+    fd = reopen(pinned, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, CHUNK)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _capped(data: bytes, limit: int) -> Outcome:
+    if len(data) > limit:
+        return Outcome(
+            1,
+            data[:limit],
+            b"",
+            f"output exceeded {limit} bytes and was cut; read a smaller part (head, tail, grep)",
+        )
+    return ok(data)
+
+
+def prepare_pwd(inv: Invocation) -> Prepared:
+    if inv.parsed.operands:
+        raise CommandSyntaxError("pwd takes no operands")
+    base = inv.guard.policy.base_path
+    return Prepared(lambda stdin: ok(base.encode() + b"\n"))
+
+
+def prepare_cat(inv: Invocation) -> Prepared:
+    _displays, pinned = _sources(inv)
+    limit = inv.limits.output_limit
+    number = inv.parsed.has("-n")
+
+    def run(stdin: bytes) -> Outcome:
+        data = b"".join(_read(item, limit) for item in pinned) if pinned else stdin
+        if number:
+            lines = data.splitlines(keepends=True)
+            data = b"".join(b"%6d\t%s" % (i, line) for i, line in enumerate(lines, 1))
+        return _capped(data, limit)
+
+    return Prepared(run, pinned)
+
+
+def _head_tail(inv: Invocation, tail: bool) -> Prepared:
+    _displays, pinned = _sources(inv)
+    limit = inv.limits.output_limit
+    by_bytes = inv.parsed.value("-c")
+    lines_spec = inv.parsed.value("-n") or "10"
+    multiple = len(pinned) > 1
+
+    def cut(data: bytes) -> bytes:
+        if by_bytes is not None:
+            count = int(by_bytes)
+            return data[-count:] if tail and count else (b"" if tail else data[:count])
+        if tail and lines_spec.startswith("+"):
+            return b"".join(data.splitlines(keepends=True)[max(int(lines_spec) - 1, 0) :])
+        count = int(lines_spec)
+        lines = data.splitlines(keepends=True)
+        return b"".join(lines[-count:] if tail and count else ([] if tail else lines[:count]))
+
+    def run(stdin: bytes) -> Outcome:
+        if not pinned:
+            return _capped(cut(stdin), limit)
+        parts = []
+        for index, (display, item) in enumerate(zip(_displays, pinned, strict=True)):
+            if multiple:
+                parts.append(b"%s==> %s <==\n" % (b"\n" if index else b"", display.encode()))
+            parts.append(cut(_tail_bytes(item) if tail else _read(item, limit)))
+        return _capped(b"".join(parts), limit)
+
+    def _tail_bytes(item: Pinned) -> bytes:
+        return _read(item, 1 << 62)
+
+    return Prepared(run, pinned)
+
+
+def prepare_head(inv: Invocation) -> Prepared:
+    return _head_tail(inv, tail=False)
+
+
+def prepare_tail(inv: Invocation) -> Prepared:
+    return _head_tail(inv, tail=True)
+
+
+def prepare_wc(inv: Invocation) -> Prepared:
+    displays, pinned = _sources(inv)
+    chosen = [flag for flag in ("-l", "-w", "-m", "-c") if inv.parsed.has(flag)] or [
+        "-l",
+        "-w",
+        "-c",
+    ]
+
+    def counts(data: bytes) -> list[int]:
+        values = {
+            "-l": data.count(b"\n"),
+            "-w": len(data.split()),
+            "-m": len(data.decode("utf-8", "replace")),
+            "-c": len(data),
+        }
+        return [values[flag] for flag in chosen]
+
+    def run(stdin: bytes) -> Outcome:
+        rows: list[tuple[list[int], str]] = []
+        if not pinned:
+            rows.append((counts(stdin), ""))
+        for display, item in zip(displays, pinned, strict=True):
+            rows.append((counts(_read(item, 1 << 62)), display))
+        if len(rows) > 1:
+            rows.append(([sum(col) for col in zip(*(r[0] for r in rows), strict=True)], "total"))
+        width = max(len(str(v)) for row in rows for v in row[0])
+        text = "".join(
+            " ".join(str(v).rjust(width) for v in values) + (f" {name}" if name else "") + "\n"
+            for values, name in rows
+        )
+        return ok(text.encode())
+
+    return Prepared(run, pinned)
+
+
+def prepare_tee(inv: Invocation) -> Prepared:
+    displays = inv.paths(glob=False)
+    append = inv.parsed.has("-a")
+    pinned: list[Pinned] = []
+    try:
+        for display in displays:
+            item = inv.guard.pin(Operation.CREATE, display)
+            pinned.append(item)
+            if item.exists:
+                require_regular(item, display)
+    except Exception:
+        for item in pinned:
+            item.close()
+        raise
+
+    def run(stdin: bytes) -> Outcome:
+        errors = []
+        for display, item in zip(displays, pinned, strict=True):
+            try:
+                fd = open_for_write(item, append=append)
+            except OSError as error:
+                errors.append(f"tee: {display}: {error.strerror}")
+                continue
+            try:
+                view = memoryview(stdin)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+        return Outcome(1 if errors else 0, stdin, "\n".join(errors).encode())
+
+    return Prepared(run, pinned)
+
+
+def open_for_write(item: Pinned, *, append: bool = False) -> int:
+    """Open a pinned file for writing: the pinned inode if it existed, else a new file."""
+    if item.exists:
+        fd = reopen(item, os.O_WRONLY | os.O_NOFOLLOW | (os.O_APPEND if append else 0))
+        if not append:
+            os.ftruncate(fd, 0)
+        return fd
+    try:
+        return os.open(
+            item.name,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            default_file_mode(),
+            dir_fd=item.parent_fd,
+        )
+    except FileExistsError:
+        raise AccessError(f"{item.name}: appeared while being checked; try again") from None

@@ -1,0 +1,268 @@
+"""File operations on pinned paths: reading, atomic writing, subtree checks, directory creation.
+
+Everything here acts through descriptors obtained from a symlink-safe walk (``resolve``), never
+by re-resolving a path string, so the object that was checked is the object that is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from roboz.shed.models import ActionVerdict, Operation
+from roboz.shed.sandbox.guard import AccessError, CommandGuard, PermissionDenied
+from roboz.shed.sandbox.resolve import Pinned, WalkError, reopen, resolve
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def describe_kind(st: os.stat_result) -> str:
+    mode = st.st_mode
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "a special file"
+
+
+def require_regular(pinned: Pinned, display: str) -> None:
+    """Refuse anything but an existing regular file with a single link."""
+    if pinned.st is None:
+        raise AccessError(f"{display}: no such file or directory")
+    if stat.S_ISDIR(pinned.st.st_mode):
+        raise AccessError(f"{display}: is a directory")
+    if not stat.S_ISREG(pinned.st.st_mode):
+        raise AccessError(
+            f"{display}: is {describe_kind(pinned.st)}; only regular files and directories "
+            "are supported"
+        )
+    if pinned.st.st_nlink > 1:
+        raise AccessError(f"{display}: has several hard links; refused")
+
+
+def require_regular_or_dir(pinned: Pinned, display: str) -> None:
+    if pinned.st is None:
+        raise AccessError(f"{display}: no such file or directory")
+    if not pinned.is_dir:
+        require_regular(pinned, display)
+
+
+def read_pinned(pinned: Pinned, limit: int | None = None) -> bytes:
+    """The content of a pinned regular file (at most ``limit`` bytes when given)."""
+    fd = reopen(pinned, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        chunks = []
+        remaining = limit if limit is not None else -1
+        while remaining != 0:
+            chunk = os.read(fd, 1 << 20 if remaining < 0 else min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if remaining > 0:
+                remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One descendant found by ``walk_subtree``: its path relative to the top and its lstat."""
+
+    rel: str
+    st: os.stat_result
+
+
+def walk_subtree(top: Pinned) -> Iterator[Entry]:
+    """Every descendant of a pinned directory, without following symlinks, parents first."""
+    fd = reopen(top, DIR_FLAGS)
+    yield from _walk_fd(fd, "")
+
+
+def _walk_fd(fd: int, prefix: str) -> Iterator[Entry]:
+    try:
+        with os.scandir(fd) as it:
+            entries = list(it)
+        for entry in entries:
+            rel = prefix + entry.name
+            st = entry.stat(follow_symlinks=False)
+            yield Entry(rel, st)
+            if stat.S_ISDIR(st.st_mode):
+                try:
+                    child = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue
+                yield from _walk_fd(child, rel + "/")
+    finally:
+        os.close(fd)
+
+
+def check_subtree(
+    guard: CommandGuard,
+    top: Pinned,
+    display: str,
+    operations: tuple[Operation, ...],
+    *,
+    reads_content: bool,
+    dest: str | None = None,
+    dest_operations: tuple[Operation, ...] = (),
+) -> list[Entry]:
+    """Check every descendant of a pinned directory before a recursive command touches it.
+
+    Denied descendants deny the whole command with a message that names no descendant.
+    ``reads_content`` also refuses FIFOs, devices, sockets and hard-linked files inside.
+    ``dest`` (a normalized path) maps each descendant to a destination checked for
+    ``dest_operations`` (copying). Returns the entries (empty if not needed by the caller).
+    """
+    policy = guard.policy
+    fast = (
+        not reads_content
+        and dest is None
+        and all(
+            policy.verdicts_below(top.physical, op) == {ActionVerdict.allow} for op in operations
+        )
+    )
+    if fast:
+        return []
+    entries = []
+    asked = False
+    for entry in walk_subtree(top):
+        entries.append(entry)
+        physical = f"{top.physical}/{entry.rel}" if top.physical != "/" else f"/{entry.rel}"
+        targets = [(physical, op) for op in operations]
+        if dest is not None:
+            targets += [(f"{dest}/{entry.rel}", op) for op in dest_operations]
+        for path, op in targets:
+            verdict = policy.decide(path, op)
+            if verdict is ActionVerdict.deny:
+                raise PermissionDenied(
+                    f"{op.value} {display}: the command would reach paths below it that the "
+                    "policy does not allow; use a narrower path"
+                )
+            if verdict is ActionVerdict.ask and not asked:
+                asked = True
+                guard.pending_asks.append((op, f"everything below {display}"))
+        if reads_content and not stat.S_ISDIR(entry.st.st_mode):
+            if not (stat.S_ISREG(entry.st.st_mode) or stat.S_ISLNK(entry.st.st_mode)):
+                raise AccessError(
+                    f"{display}: contains {describe_kind(entry.st)} ({entry.rel}); refused"
+                )
+            if stat.S_ISREG(entry.st.st_mode) and entry.st.st_nlink > 1:
+                raise AccessError(f"{display}: contains a hard-linked file ({entry.rel}); refused")
+    return entries
+
+
+def temp_name(name: str) -> str:
+    return f".{name}.{secrets.token_hex(6)}.tmp"
+
+
+def atomic_write(
+    parent_fd: int,
+    name: str,
+    chunks: Iterator[bytes] | list[bytes],
+    mode: int,
+    owner: tuple[int, int] | None = None,
+) -> None:
+    """Write a file next to ``name`` in the pinned directory, fsync, then rename over ``name``."""
+    tmp = temp_name(name)
+    fd = os.open(
+        tmp,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+        dir_fd=parent_fd,
+    )
+    try:
+        try:
+            for chunk in chunks:
+                view = memoryview(chunk)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+            os.fchmod(fd, stat.S_IMODE(mode))
+            if owner is not None:
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, *owner)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=parent_fd)
+        raise
+    dir_fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=parent_fd)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def default_file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+@dataclass
+class DirPlan:
+    """Directories to create (checked for CREATE) below an existing pinned ancestor."""
+
+    anchor: Pinned
+    names: list[str]
+
+    def create(self) -> int:
+        """Create the directories; return an O_PATH descriptor of the deepest (caller closes)."""
+        fd = os.dup(self.anchor.fd if self.anchor.fd is not None else self.anchor.parent_fd)
+        for name in self.names:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o777, dir_fd=fd)
+            child = os.open(
+                name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+            )
+            os.close(fd)
+            fd = child
+        return fd
+
+    def close(self) -> None:
+        self.anchor.close()
+
+
+def plan_directories(guard: CommandGuard, logical_dir: str, display: str) -> DirPlan:
+    """Find the deepest existing ancestor of ``logical_dir``; check CREATE on each missing one."""
+    missing: list[str] = []
+    current = logical_dir
+    while True:
+        try:
+            pinned = resolve(current)
+        except WalkError:
+            pinned = None
+        if pinned is not None and pinned.exists:
+            if not pinned.is_dir:
+                pinned.close()
+                raise AccessError(f"{display}: {current} is not a directory")
+            break
+        if pinned is not None:
+            pinned.close()
+        head, tail = os.path.split(current)
+        missing.append(tail)
+        current = head
+    names = list(reversed(missing))
+    path = pinned.physical
+    for name in names:
+        path = f"{path.rstrip('/')}/{name}"
+        try:
+            guard.physical(Operation.CREATE, path, display)
+        except PermissionDenied:
+            pinned.close()
+            raise
+    return DirPlan(anchor=pinned, names=names)

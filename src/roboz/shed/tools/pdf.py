@@ -1,0 +1,80 @@
+"""The process_pdf chain: validate the page range, then read the PDF under READ permission."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from roboz.models import Empty, Message, Severity, Str, Truncation
+from roboz.shed.pdf.reader import PdfError, read_pdf
+from roboz.shed.sandbox.guard import AccessError, PermissionDenied
+from roboz.shed.tools.context import PdfContext
+from roboz.tools import Tool, factory
+
+HIDDEN = Truncation(threshold=0, severity=Severity.REMOVE)
+
+
+class PdfInput(Empty):
+    path: str = Field(..., description="The PDF file (relative to the base).")
+    start_page: int = Field(1, ge=1, description="First page, 1-based.")
+    end_page: int | None = Field(None, ge=1, description="Last page (inclusive); default last.")
+
+
+class PdfRequest(Str):
+    request: PdfInput | None = Field(default=None, exclude=True)
+
+
+class PdfResult(Str):
+    """Page texts headed by their page numbers, or why the PDF could not be read."""
+
+    ok: bool = Field(default=True, exclude=True)
+    truncated: bool = Field(default=False, exclude=True)
+
+
+def _is_request(output: object) -> bool:
+    return isinstance(output, PdfRequest)
+
+
+@factory
+def process_pdf(
+    input: PdfInput, messages: list[Message], ctx: PdfContext
+) -> PdfRequest | PdfResult:
+    """Read the text of a PDF's pages (pypdf), with page numbers.
+
+    Give path, start_page and end_page (inclusive). The combined output is limited; when it
+    is cut, ask again for a smaller page range. Images are ignored and there is no OCR (an
+    existing text layer is read). Encrypted PDFs need a decrypted copy.
+    """
+    if input.end_page is not None and input.end_page < input.start_page:
+        return PdfResult(
+            value=f"process_pdf: end_page {input.end_page} is before start_page {input.start_page}",
+            ok=False,
+        )
+    return PdfRequest(value=f"reading {input.path}", request=input, truncation=HIDDEN)
+
+
+@factory(chained_to=process_pdf, chain_condition=_is_request)
+def read_pdf_pages(input: Str, messages: list[Message], ctx: PdfContext) -> PdfResult:
+    """Check READ permission and extract the requested pages (passive)."""
+    assert isinstance(input, PdfRequest) and input.request is not None
+    request = input.request
+    try:
+        text = read_pdf(
+            ctx.permissions,
+            request.path,
+            request.start_page,
+            request.end_page,
+            output_limit=ctx.output_limit,
+            pipe=ctx.pipe,
+        )
+    except PermissionDenied as error:
+        return PdfResult(value=f"process_pdf DENIED: {error}", ok=False)
+    except (AccessError, PdfError) as error:
+        return PdfResult(value=f"process_pdf failed: {error}", ok=False)
+    except OSError as error:
+        return PdfResult(value=f"process_pdf failed: {request.path}: {error.strerror}", ok=False)
+    return PdfResult(value=text.text, truncated=text.truncated)
+
+
+def get_pdf_tool(ctx: PdfContext) -> list[Tool]:
+    """The guarded process_pdf chain for ``ctx``: [process_pdf, its reader]."""
+    return [process_pdf(ctx), read_pdf_pages(ctx)]
