@@ -70,7 +70,8 @@ def _serve(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     # Imported here so that check-policy works on a host without the sandbox's dependencies.
-    from roboz_helper.server import HelperServer, StartupError
+    from roboz_helper.listening import StartupError
+    from roboz_helper.server import HelperServer
 
     try:
         asyncio.run(HelperServer(policy, args.socket).serve())

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import grp
 import logging
 import os
 import signal
-import socket
-import stat
 import sys
 import time
 from collections import Counter
@@ -22,6 +19,7 @@ from importlib import metadata
 from typing import Any
 
 from roboz_helper import protocol, runs, scripts
+from roboz_helper.listening import open_listening_socket
 from roboz_helper.peer import PeerCredentials, peer_credentials
 from roboz_helper.policy import Policy, PolicyError, Profile, match_client
 from roboz_helper.protocol import (
@@ -36,7 +34,7 @@ from roboz_helper.protocol import (
     ScriptEntry,
 )
 from roboz_helper.sandbox import SandboxSpec, reclaim_stale_runs, run_in_sandbox
-from roboz_helper.systemd import notify, take_listen_fds, take_notify_socket
+from roboz_helper.systemd import notify, take_notify_socket
 
 log = logging.getLogger("roboz_helper")
 
@@ -45,10 +43,6 @@ _SEND_TIMEOUT_S = 5.0
 # Grace on top of a run's own deadline for a client to take its output, before it counts as gone.
 _DRAIN_GRACE_S = 10.0
 _BACKLOG = 1024
-
-
-class StartupError(RuntimeError):
-    """The daemon cannot start (socket in use, bad activation fd, ...)."""
 
 
 def _helper_version() -> str:
@@ -66,7 +60,6 @@ class HelperServer:
         self._runs_per_uid: Counter[int] = Counter()
         self._handlers: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
-        self._owned_socket: tuple[str, int] | None = None  # (path, inode) we created
         self._version = _helper_version()
 
     # --- life cycle ---------------------------------------------------------------------------
@@ -74,13 +67,14 @@ class HelperServer:
     async def serve(self) -> None:
         take_notify_socket()
         reclaim_stale_runs()
-        sock = self._listening_socket()
+        listening = open_listening_socket(self.socket_path, self.policy.server)
+        self.socket_path = listening.path
         options: dict[str, Any] = {"backlog": _BACKLOG}
         if sys.version_info >= (3, 13):
             # 3.13 unlinks the path on close by default; an activation socket belongs to
-            # systemd, and _remove_socket already cleans up what we bound ourselves.
+            # systemd, and listening.remove() cleans up what we bound ourselves.
             options["cleanup_socket"] = False
-        server = await asyncio.start_unix_server(self._on_connect, sock=sock, **options)
+        server = await asyncio.start_unix_server(self._on_connect, sock=listening.sock, **options)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.stop)
@@ -96,60 +90,13 @@ class HelperServer:
             for task in list(self._handlers):
                 task.cancel()
             await asyncio.gather(*self._handlers, return_exceptions=True)
-            self._remove_socket()
+            listening.remove()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
             log.info("roboz-helper stopped")
 
     def stop(self) -> None:
         self._stopping.set()
-
-    def _listening_socket(self) -> socket.socket:
-        fds = take_listen_fds()
-        if fds:
-            if len(fds) != 1:
-                raise StartupError(f"expected one activation socket, got {len(fds)}")
-            sock = socket.socket(fileno=fds[0])
-            if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
-                raise StartupError("activation fd 3 is not a Unix stream socket")
-            self.socket_path = str(sock.getsockname() or self.socket_path)
-            return sock
-        return self._bind(self.socket_path)
-
-    def _bind(self, path: str) -> socket.socket:
-        server = self.policy.server
-        with contextlib.suppress(FileNotFoundError):
-            st = os.lstat(path)
-            if not stat.S_ISSOCK(st.st_mode):
-                raise StartupError(f"{path} exists and is not a socket; refusing to replace it")
-            if _socket_is_live(path):
-                raise StartupError(f"{path} is in use by a running helper")
-            os.unlink(path)  # stale socket of a helper that did not shut down cleanly
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-        # The socket must never exist with wider permissions than configured, not even briefly.
-        old_umask = os.umask(0o777)
-        try:
-            sock.bind(path)
-        except OSError as exc:
-            sock.close()
-            raise StartupError(f"cannot bind {path}: {exc.strerror}") from None
-        finally:
-            os.umask(old_umask)
-        if server.socket_group is not None:
-            os.chown(path, -1, grp.getgrnam(server.socket_group).gr_gid)
-        os.chmod(path, server.socket_mode)
-        self._owned_socket = (path, os.stat(path).st_ino)
-        return sock
-
-    def _remove_socket(self) -> None:
-        # Only remove what we bound: a socket-activated path belongs to systemd, and a path
-        # that a newer helper has re-bound belongs to that helper.
-        if self._owned_socket is None:
-            return
-        path, inode = self._owned_socket
-        with contextlib.suppress(OSError):
-            if os.lstat(path).st_ino == inode:
-                os.unlink(path)
 
     # --- one connection -----------------------------------------------------------------------
 
@@ -253,7 +200,17 @@ class HelperServer:
         self, writer: asyncio.StreamWriter, peer: PeerCredentials, name: str, profile: Profile
     ) -> None:
         started = time.monotonic()
-        entries = await asyncio.to_thread(scripts.list_scripts, profile.scripts_dir)
+        try:
+            entries = await asyncio.to_thread(scripts.list_scripts, profile.scripts_dir)
+        except OSError as exc:
+            log.error("cannot list %s: %s", profile.scripts_dir, exc)
+            await _send(
+                writer,
+                Completion(
+                    status="failed", diagnostic=f"scripts directory unavailable: {exc.strerror}"
+                ),
+            )
+            return
         for entry in entries:
             writer.write(
                 protocol.encode_frame(ScriptEntry(name=entry.name, description=entry.description))
@@ -410,12 +367,3 @@ async def _send(
         return
     writer.write(protocol.encode_frame(message))
     await asyncio.wait_for(writer.drain(), timeout)
-
-
-def _socket_is_live(path: str) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as probe:
-        try:
-            probe.connect(path)
-        except OSError:
-            return False
-    return True
