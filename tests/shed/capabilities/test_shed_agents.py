@@ -1,0 +1,118 @@
+"""The orchestrator and Librarian recipes, end to end on the mock endpoint: declare, select,
+check dependencies, build and run (scripts through the real helper daemon)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roboz import AgentMode
+from roboz.dependencies import check_all
+from roboz.deployment import SkillLoading
+from roboz.llm import MockLLMEndpoint
+from roboz.models import Role
+from roboz.shed.agents import librarian, orchestrator
+from roboz.shed.models import ActionVerdict, Operation, PermissionRule
+from roboz.shed.sandbox import PermissionPolicy
+from tests.shed.capabilities.conftest import Helper
+from tests.shed.capabilities.pdfs import write_text_pdf
+
+
+def workspace(base: Path) -> PermissionPolicy:
+    (base / "notes").mkdir()
+    write_text_pdf(base / "notes" / "menu.pdf", ["Today: pink donuts"])
+    return PermissionPolicy(
+        base=base,
+        default_verdict=ActionVerdict.deny,
+        allow=(PermissionRule(pattern="notes/**", operations=set(Operation)),),
+    )
+
+
+def test_orchestrator_end_to_end(helper: Helper, tmp_path: Path) -> None:
+    mock = MockLLMEndpoint(
+        [
+            {"action": "pdf", "rationale": "I need to read a PDF"},
+            {"action": "process_pdf", "rationale": "menu", "path": "notes/menu.pdf"},
+            {
+                "action": "run_shell_script",
+                "rationale": "greet",
+                "script": "greet.sh",
+                "args": ["Lisa"],
+            },
+            {
+                "action": "apply_patch",
+                "rationale": "record it",
+                "path": "notes/log.md",
+                "old_string": "",
+                "new_string": "donuts are pink\n",
+            },
+            {"action": "stop", "rationale": "done", "value": "all done"},
+        ]
+    )
+    definition = orchestrator(
+        permissions=workspace(tmp_path), socket_path=helper.socket_path, agent_endpoint=mock
+    )
+    assert definition.resolve_capabilities() == {
+        "filesystem": SkillLoading.AUTOMATIC,
+        "pdf": SkillLoading.ON_DEMAND,
+        "stop": True,
+        "run_shell_script": True,
+    }
+    names = {d.name for d in definition.external_dependencies()}
+    assert f"helper socket {helper.socket_path}" in names and "LLM endpoint mock" in names
+    assert check_all(definition.external_dependencies()) == dict.fromkeys(names)
+
+    runtime, background = definition.build()
+    output, messages = runtime.invoke()
+
+    assert output.value == "all done" and background == ()
+    seen = " ".join(m.content for m in messages if m.role is Role.TOOL)
+    assert "pink donuts" in seen
+    assert "hello Lisa" in seen
+    assert (tmp_path / "notes" / "log.md").read_text() == "donuts are pink\n"
+    assert mock.remaining == 0
+
+
+def test_orchestrator_selection_narrows_what_is_built(helper: Helper, tmp_path: Path) -> None:
+    definition = orchestrator(socket_path=helper.socket_path, agent_endpoint=MockLLMEndpoint([]))
+    # No policy is needed when the file capabilities are left out.
+    definition.set_capability_selection({"run_shell_script": True})
+    runtime, _ = definition.build()
+    assert [t.name for t in runtime.tools] == ["stop", "run_shell_script"]
+    assert runtime.skills == [] and runtime.auto_loaded_skills == []
+    definition.set_attributes(permissions=workspace(tmp_path))
+    definition.set_capability_selection({"pdf": SkillLoading.AUTOMATIC})
+    runtime, _ = definition.build()
+    assert [s.name for s in runtime.auto_loaded_skills] == ["pdf"]
+    assert [t.name for t in runtime.tools] == ["stop"]
+
+
+def test_orchestrator_without_a_helper_has_no_scripts() -> None:
+    definition = orchestrator(agent_endpoint=MockLLMEndpoint([]))
+    assert "run_shell_script" not in definition.resolve_capabilities()
+
+
+def test_librarian_reads_and_cannot_write(tmp_path: Path) -> None:
+    policy = workspace(tmp_path)
+    read_only = PermissionPolicy(
+        base=policy.base,
+        default_verdict=ActionVerdict.deny,
+        allow=(PermissionRule(pattern="notes/**", operations={Operation.READ}),),
+    )
+    mock = MockLLMEndpoint(
+        [
+            {"action": "process_pdf", "rationale": "read", "path": "notes/menu.pdf"},
+            {
+                "action": "run_file_command",
+                "rationale": "try to write",
+                "value": [["touch", "CMD"], ["notes/new.md", "PTH"]],
+            },
+            {"action": "stop", "rationale": "answer", "value": "Pink donuts (menu.pdf, p. 1)"},
+        ]
+    )
+    definition = librarian(permissions=read_only, agent_endpoint=mock)
+    assert definition.mode is AgentMode.AUTONOMOUS
+    runtime, _ = definition.build()
+    output, messages = runtime.invoke()
+    assert output.value.startswith("Pink donuts")
+    assert "pink donuts" in " ".join(m.content for m in messages if m.role is Role.TOOL)
+    assert not (tmp_path / "notes" / "new.md").exists()
