@@ -19,8 +19,10 @@ put a precise diagnostic in the completion.
 
 from __future__ import annotations
 
+import _signal
 import contextlib
 import ctypes
+import gc
 import os
 import resource
 import signal
@@ -57,6 +59,7 @@ class ChildPlan:
     setup_w: int  # set-up errors (close-on-exec: EOF once C has exec'd)
     status_w: int  # A writes B's pid, B writes C's status
     cgroup_procs_fds: tuple[int, ...]
+    reset_signals: tuple[int, ...]
 
 
 def _report(fd: int, stage: str, exc: BaseException) -> NoReturn:
@@ -69,14 +72,27 @@ def _report(fd: int, stage: str, exc: BaseException) -> NoReturn:
         os._exit(EXIT_SETUP_FAILED)
 
 
-def _reset_signals() -> None:
-    signal.set_wakeup_fd(-1)
-    for sig in signal.valid_signals():
+def signals_to_reset() -> tuple[int, ...]:
+    """In the parent: every signal the helper handles or ignores (Python ignores SIGPIPE and
+    SIGXFSZ, and exec keeps ignored signals ignored)."""
+    out = []
+    for sig in range(1, signal.NSIG):
         if sig in (signal.SIGKILL, signal.SIGSTOP):
             continue
-        with contextlib.suppress(OSError, ValueError, RuntimeError):
-            signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        with contextlib.suppress(OSError, ValueError):
+            if _signal.getsignal(sig) not in (_signal.SIG_DFL, None):
+                out.append(sig)
+    return tuple(out)
+
+
+def _reset_signals(signals: tuple[int, ...]) -> None:
+    """Default dispositions and an empty mask; the parent's wakeup fd is detached so a signal
+    here never wakes the helper's loop. Uses ``_signal`` directly: the enum conversions of
+    ``signal`` would cost copy-on-write faults for nothing."""
+    _signal.set_wakeup_fd(-1)
+    for sig in signals:
+        _signal.signal(sig, _signal.SIG_DFL)
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
 
 
 def _die_with_parent() -> None:
@@ -102,7 +118,9 @@ def _wipe_inherited_memory() -> None:
 
 def stage_a(plan: ChildPlan) -> NoReturn:
     try:
-        _reset_signals()
+        # A collection would walk (and so copy-on-write fault) the helper's whole heap.
+        gc.disable()
+        _reset_signals(plan.reset_signals)
         _die_with_parent()
         if os.getppid() != plan.helper_pid:
             os._exit(EXIT_SETUP_FAILED)

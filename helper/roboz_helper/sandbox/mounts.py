@@ -77,7 +77,13 @@ class MountPlan:
 
 
 def _resolved(path: str, field: str) -> str:
-    real = os.path.realpath(path)
+    """A policy path must name itself: no symlink anywhere in it (a symlink planted in a
+    writable area must not redirect a bind), and it must exist."""
+    normal = os.path.normpath(path)
+    real = os.path.realpath(normal)
+    if real != normal:
+        raise SandboxError(f"{field}: {path!r} goes through a symlink (to {real!r}); "
+                           "policy paths must be symlink-free")  # fmt: skip
     if not os.path.exists(real):
         raise SandboxError(f"{field}: {path!r} does not exist")
     return real
@@ -97,7 +103,8 @@ def plan_mounts(spec: SandboxSpec, script_bytes: bytes | None) -> MountPlan:
             symlinks.append((path, os.readlink(path)))
         elif os.path.exists(path):
             binds[path] = Bind(path, SYS_ATTRS)
-    # Policy paths: resolved here, once; the child refuses any symlink that appears later.
+    # Policy paths: checked here; the child opens them component by component and refuses any
+    # symlink that appears in between, so what is bound is what was checked.
     for path in spec.readonly_paths:
         real = _resolved(path, "readonly_paths")
         binds[real] = Bind(real, SYS_ATTRS)

@@ -370,6 +370,7 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
         "exec_path": exec_path,
         "exec_argv": exec_argv,
         "env": dict(spec.env),
+        "reset_signals": child.signals_to_reset(),
     }
     cg = cgroups.RunCgroup.create(spec.run_id, spec.pids_max, spec.memory_max_bytes)
     if cg is None and not rootless:

@@ -1,0 +1,148 @@
+"""Resource attacks (issue 5, items 5 and 7): each is stopped, reported, and leaves nothing."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from roboz_helper.sandbox import cgroups, reclaim_stale_runs
+
+from .conftest import Sandbox
+
+
+def _host_pids_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def _no_run_cgroups_left() -> bool:
+    be = cgroups.backend()
+    assert be is not None
+    tag = cgroups.owner_tag()
+    return all(
+        not any(name.startswith(tag) or name.startswith("run-" + tag) for name in os.listdir(b))
+        for b in be.bases.values()
+    )
+
+
+def test_fork_bomb_hits_the_pids_limit(sandbox: Sandbox) -> None:
+    r = sandbox.py(
+        """
+        import os, time
+        children = 0
+        try:
+            while True:
+                if os.fork() == 0:
+                    time.sleep(30); os._exit(0)
+                children += 1
+        except OSError as e:
+            print("fork failed after", children, e.errno)
+            raise SystemExit(1)
+        """,
+        pids_max=16,
+    )
+    assert r.outcome.status == "failed" and r.outcome.limit == "pids", r
+    assert "fork failed after" in r.out and int(r.out.split()[3]) < 16
+    assert "process limit" in r.outcome.diagnostic
+    assert _no_run_cgroups_left()
+
+
+def test_memory_hog_is_oom_killed_and_reported(sandbox: Sandbox) -> None:
+    r = sandbox.py(
+        """
+        chunks = []
+        while True:
+            chunks.append(bytearray(8 << 20))
+        """,
+        memory_max_bytes=64 << 20,
+    )
+    assert r.outcome.status == "killed" and r.outcome.signal == 9, r
+    assert r.outcome.limit == "memory"
+    assert r.outcome.peak_memory_bytes >= 32 << 20
+    assert r.outcome.peak_memory_bytes <= 64 << 20
+
+
+def test_memory_in_tmpfs_counts_too(sandbox: Sandbox) -> None:
+    """Filling /tmp (memory-backed) cannot exceed the memory limit either."""
+    r = sandbox.sh(
+        "head -c 100M /dev/zero > /tmp/fill; echo rc=$?",
+        memory_max_bytes=32 << 20,
+        tmp_size_bytes=200 << 20,
+    )
+    assert r.out.strip() != "rc=0" or r.outcome.limit == "memory", r
+
+
+def test_cpu_time_limit(sandbox: Sandbox) -> None:
+    r = sandbox.py("while True: pass\n", cpu_time_s=1, timeout_s=10)
+    assert r.outcome.status == "killed" and r.outcome.limit == "cpu", r
+    assert r.outcome.cpu_time_s >= 0.9
+
+
+def test_stdout_flood_is_capped(sandbox: Sandbox) -> None:
+    r = sandbox.py("import os\nwhile True: os.write(1, b'x' * 65536)\n", max_output_bytes=300_000)
+    assert r.outcome.status == "output_limit" and r.outcome.limit == "output", r
+    assert len(r.stdout) + len(r.stderr) == 300_000
+
+
+def test_stderr_flood_is_capped(sandbox: Sandbox) -> None:
+    r = sandbox.sh("yes error >&2", max_output_bytes=50_000)
+    assert r.outcome.status == "output_limit", r
+    assert len(r.stderr) == 50_000 and r.stdout == b""
+
+
+def test_timeout_kills_setsid_and_double_forked_grandchildren(sandbox: Sandbox) -> None:
+    marker = f"roboz-escapee-{os.getpid()}-{time.monotonic_ns()}"
+    r = sandbox.sh(
+        f"""
+        setsid bash -c 'exec -a {marker}-setsid sleep 60' </dev/null >/dev/null 2>&1 &
+        ( ( exec -a {marker}-double sleep 60 ) & ) </dev/null >/dev/null 2>&1
+        nohup bash -c 'trap "" HUP TERM; exec -a {marker}-nohup sleep 60' >/dev/null 2>&1 &
+        sleep 0.3
+        ps -eo pid,sid,args | grep -c {marker}
+        sleep 60
+        """,
+        timeout_s=1.5,
+    )
+    assert r.outcome.status == "timeout" and r.outcome.limit == "timeout", r
+    assert int(r.out.split()[0]) >= 3  # the escapees were really running
+    assert _host_pids_with(marker) == []
+    assert _no_run_cgroups_left()
+
+
+def test_daemon_left_behind_dies_with_the_run(sandbox: Sandbox) -> None:
+    marker = f"roboz-daemon-{os.getpid()}-{time.monotonic_ns()}"
+    r = sandbox.sh(
+        f"setsid bash -c 'exec -a {marker} sleep 60' </dev/null >/dev/null 2>&1 & echo started"
+    )
+    assert r.outcome.status == "success", r
+    assert _host_pids_with(marker) == []
+
+
+def test_reclaim_stale_runs_removes_only_dead_helpers_cgroups(needs_root: None) -> None:
+    be = cgroups.backend()
+    assert be is not None
+    dead = "999999999@1@stale-run"
+    live = cgroups.owner_tag() + "live-run"
+    made = []
+    for base in be.bases.values():
+        for name in (dead, live):
+            path = Path(base) / (("run-" + name) if be.version == 2 else name)
+            path.mkdir()
+            made.append(path)
+    try:
+        reclaim_stale_runs()
+        for path in made:
+            assert path.exists() == ("live-run" in path.name), path
+    finally:
+        for path in made:
+            if path.exists():
+                path.rmdir()
