@@ -4,12 +4,8 @@ Only OpenAI-compatible APIs are supported. Building an endpoint reads no credent
 key is read when the endpoint is first used.
 """
 
-from roboz.endpoints.adapters.openai_compatible import (
-    OpenAICompatibleEndpoint,
-    OpenAICompatibleTranscriptionEndpoint,
-    chat_endpoint,
-    transcription_endpoint,
-)
+from typing import TYPE_CHECKING, Any
+
 from roboz.endpoints.catalogue import Catalogue, CatalogueError, load_catalogue
 from roboz.endpoints.env import (
     DEFAULT_ENCRYPTED_ENV_PATH,
@@ -33,6 +29,34 @@ from roboz.endpoints.errors import (
 )
 from roboz.endpoints.specs import ChatModelSpec, TranscriptionModelSpec
 from roboz.endpoints.transcription import Transcription, TranscriptionEndpoint
+
+if TYPE_CHECKING:
+    from roboz.endpoints.adapters.openai_compatible import (
+        OpenAICompatibleEndpoint,
+        OpenAICompatibleTranscriptionEndpoint,
+        chat_endpoint,
+        transcription_endpoint,
+    )
+
+# The openai SDK takes about half a second to import; load_secrets and the CLI do not need
+# it, so the adapter names are resolved on first access.
+_ADAPTER_NAMES = frozenset(
+    {
+        "OpenAICompatibleEndpoint",
+        "OpenAICompatibleTranscriptionEndpoint",
+        "chat_endpoint",
+        "transcription_endpoint",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ADAPTER_NAMES:
+        from roboz.endpoints.adapters import openai_compatible
+
+        return getattr(openai_compatible, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_ENCRYPTED_ENV_PATH",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from roboz.endpoints.adapters.openai_compatible import (
-    OpenAICompatibleEndpoint,
-    OpenAICompatibleTranscriptionEndpoint,
-    chat_endpoint,
-    transcription_endpoint,
-)
+if TYPE_CHECKING:
+    # Imported when an endpoint is built, so reading catalogues does not load the openai SDK.
+    from roboz.endpoints.adapters.openai_compatible import (
+        OpenAICompatibleEndpoint,
+        OpenAICompatibleTranscriptionEndpoint,
+    )
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class ChatModelSpec:
     def endpoint(
         self, *, api_key: str | None = None, name: str | None = None
     ) -> OpenAICompatibleEndpoint:
+        from roboz.endpoints.adapters.openai_compatible import chat_endpoint
+
         return chat_endpoint(
             model=self.model,
             max_context_tokens=self.max_context_tokens,
@@ -49,6 +52,8 @@ class TranscriptionModelSpec:
     def endpoint(
         self, *, api_key: str | None = None, name: str | None = None
     ) -> OpenAICompatibleTranscriptionEndpoint:
+        from roboz.endpoints.adapters.openai_compatible import transcription_endpoint
+
         return transcription_endpoint(
             model=self.model,
             base_url=self.base_url,

@@ -1,0 +1,1 @@
+"""The ``roboz`` command line (typer). Entry point: ``roboz.cli.app:main``."""

@@ -1,0 +1,79 @@
+"""``roboz env encrypt``: store chosen secrets of a .env file as roboz:v1: ciphertext."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from roboz.cli.errors import CliError, CliUsageError
+from roboz.endpoints.env import (
+    DEFAULT_ENV_PATH,
+    ENCRYPTED_SUFFIX,
+    PASSWORD_ENV,
+    encrypt_env,
+    read_env_file,
+)
+from roboz.endpoints.errors import SecretsError
+
+app = typer.Typer(help="Encrypt secrets stored in .env files.", no_args_is_help=True)
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _password() -> str:
+    from_environment = os.environ.get(PASSWORD_ENV)
+    if from_environment:
+        return from_environment
+    first = getpass.getpass("Password: ")
+    if not first:
+        raise CliError("the password must not be empty")
+    if getpass.getpass("Repeat password: ") != first:
+        raise CliError("the passwords do not match; nothing was written")
+    return first
+
+
+@app.command()
+def encrypt(
+    secret: Annotated[
+        list[str],
+        typer.Option(
+            "--secret",
+            help="A variable to encrypt (repeat for more). Other entries stay plaintext.",
+            show_default=False,
+        ),
+    ],
+    path: Annotated[Path, typer.Option("--path", help="The plaintext env file.")] = (
+        DEFAULT_ENV_PATH
+    ),
+) -> None:
+    """Write .env.encrypt beside the source (owner-only); the source is left untouched.
+
+    The password is read from ROBOZ_ENV_PASSWORD, or prompted for twice.
+    """
+    for name in secret:
+        if not _NAME.match(name):
+            raise CliUsageError(f"--secret {name!r}: not an environment variable name")
+        if name.endswith(ENCRYPTED_SUFFIX):
+            raise CliUsageError(
+                f"--secret {name}: the {ENCRYPTED_SUFFIX} suffix is reserved for stored "
+                "secrets; give the base name"
+            )
+    try:
+        values = read_env_file(path)
+    except SecretsError as error:
+        raise CliError(str(error)) from None
+    missing = [name for name in secret if name not in values]
+    if missing:
+        raise CliUsageError(f"--secret {', '.join(missing)}: not set in {path}")
+    try:
+        target = encrypt_env(path, secret_names=secret, password=_password())
+    except SecretsError as error:
+        raise CliError(str(error)) from None
+    count = len(set(secret))
+    typer.echo(f"Wrote {target} ({count} secret{'s' if count != 1 else ''} encrypted).")
+    typer.echo(f"{path} was not changed; remove it yourself to keep only encrypted storage.")

@@ -1,0 +1,129 @@
+"""roboz env encrypt, run as a subprocess: password sources, output file, every exit code."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roboz.endpoints import decrypt_env_values, parse_env
+from tests.cli.helpers import assert_one_line_error, run_cli
+
+PASSWORD = "tr0ub4dor&3"
+SOURCE = "OPENROUTER_API_KEY=sk-or-abc\nPROTON_BRIDGE_PASSWORD='bridge pw'\nLOG_LEVEL=info\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / ".env").write_text(SOURCE)
+    return tmp_path
+
+
+def test_encrypt_with_password_from_environment(project: Path) -> None:
+    result = run_cli(
+        "env",
+        "encrypt",
+        "--secret",
+        "OPENROUTER_API_KEY",
+        "--secret",
+        "PROTON_BRIDGE_PASSWORD",
+        cwd=project,
+        env={"ROBOZ_ENV_PASSWORD": PASSWORD},
+    )
+
+    assert result.returncode == 0, result.stderr
+    target = project / ".env.encrypt"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert (project / ".env").read_text() == SOURCE
+    text = target.read_text()
+    assert "sk-or-abc" not in text and "bridge pw" not in text
+    stored = parse_env(text)
+    assert list(stored) == [
+        "OPENROUTER_API_KEY_ENCRYPTED",
+        "PROTON_BRIDGE_PASSWORD_ENCRYPTED",
+        "LOG_LEVEL",
+    ]
+    assert decrypt_env_values(stored, password=PASSWORD) == {
+        "OPENROUTER_API_KEY": "sk-or-abc",
+        "PROTON_BRIDGE_PASSWORD": "bridge pw",
+        "LOG_LEVEL": "info",
+    }
+    assert sk_free(result)
+
+
+def sk_free(result: subprocess.CompletedProcess[str]) -> bool:
+    return "sk-or-abc" not in result.stdout + result.stderr
+
+
+def test_encrypt_another_source_with_prompted_password(project: Path) -> None:
+    (project / "another.env").write_text("TOKEN=t-1\n")
+
+    result = run_cli(
+        "env",
+        "encrypt",
+        "--secret",
+        "TOKEN",
+        "--path",
+        "another.env",
+        cwd=project,
+        stdin=f"{PASSWORD}\n{PASSWORD}\n",
+    )
+
+    assert result.returncode == 0, result.stderr
+    stored = parse_env((project / ".env.encrypt").read_text())
+    assert decrypt_env_values(stored, password=PASSWORD) == {"TOKEN": "t-1"}
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "code", "text"),
+    [
+        (["--secret", "NOT_THERE"], None, 2, "--secret NOT_THERE: not set in .env"),
+        (["--secret", "OPENROUTER_API_KEY_ENCRYPTED"], None, 2, "suffix is reserved"),
+        (["--secret", "BAD-NAME"], None, 2, "not an environment variable name"),
+        (["--secret", "LOG_LEVEL", "--path", "absent.env"], None, 1, "absent.env: no such file"),
+        (["--secret", "LOG_LEVEL"], "one\ntwo\n", 1, "the passwords do not match"),
+        (["--secret", "LOG_LEVEL"], "\n", 1, "the password must not be empty"),
+        (["--secret", "LOG_LEVEL"], "", 1, "input ended"),
+    ],
+)
+def test_encrypt_errors(
+    project: Path, args: list[str], stdin: str | None, code: int, text: str
+) -> None:
+    environment = {"ROBOZ_ENV_PASSWORD": PASSWORD} if stdin is None else {}
+
+    result = run_cli("env", "encrypt", *args, cwd=project, env=environment, stdin=stdin)
+
+    assert_one_line_error(result, code, text)
+    assert not (project / ".env.encrypt").exists()
+
+
+def test_ctrl_c_at_the_password_prompt_exits_130(project: Path) -> None:
+    environment = {k: v for k, v in os.environ.items() if k != "ROBOZ_ENV_PASSWORD"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "roboz.cli", "env", "encrypt", "--secret", "LOG_LEVEL"],
+        cwd=project,
+        env=environment,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert process.stderr is not None
+        seen = b""
+        while not seen.endswith(b"Password: "):
+            byte = process.stderr.read(1)
+            assert byte, f"the prompt never appeared: {seen!r}"
+            seen += byte
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+    assert not (project / ".env.encrypt").exists()

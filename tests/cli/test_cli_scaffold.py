@@ -1,0 +1,146 @@
+"""roboz tool init / skill init: generated packages import and run; refusals and exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import assert_one_line_error, run_cli
+
+QUOTE_CHECK = """
+import sys
+sys.path.insert(0, ".")
+from roboz.models import Empty, Stop
+from roboz.tools import Tool
+from local.tools.simpsons_quotes.tool import QUOTES, simpsons_quotes
+assert isinstance(simpsons_quotes, Tool) and simpsons_quotes.name == "simpsons_quotes"
+result = simpsons_quotes.run(Empty(), [])
+assert isinstance(result, Stop) and result.value in QUOTES, result
+print("ok")
+"""
+
+SKILL_CHECK = """
+import sys
+sys.path.insert(0, ".")
+from roboz import Skill
+from roboz.models import Empty, Stop
+from local.skills.simpsons_quotes_skill.tool import QUOTES, SKILL
+assert isinstance(SKILL, Skill) and SKILL.name == "simpsons_quotes_skill"
+(tool,) = SKILL.tools
+assert tool.name in SKILL.instructions
+result = tool.run(Empty(), [])
+assert isinstance(result, Stop) and result.value in QUOTES, result
+print("ok")
+"""
+
+CAPABILITY_CHECK = """
+import sys
+sys.path.insert(0, ".")
+from roboz.deployment import Capability, SkillLoading
+from local.tools.simpsons_quotes import CAPABILITY as quote_tool
+from local.skills.simpsons_quotes_skill import CAPABILITY as quote_skill
+assert isinstance(quote_tool, Capability) and isinstance(quote_skill, Capability)
+assert (quote_tool.label.name, quote_tool.label.default, quote_tool.label.selectable) == (
+    "simpsons_quotes", False, True)
+assert quote_skill.label.name == "simpsons_quotes_skill"
+assert quote_skill.label.loading is SkillLoading.ON_DEMAND and quote_skill.label.selectable
+print("ok")
+"""
+
+
+def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_tool_init_creates_a_runnable_package(tmp_path: Path) -> None:
+    result = run_cli("tool", "init", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    package = tmp_path / "local" / "tools" / "simpsons_quotes"
+    assert sorted(path.name for path in package.iterdir()) == [
+        "__init__.py",
+        "requirements.txt",
+        "tool.py",
+    ]
+    assert (package / "requirements.txt").read_text() == ""
+    # Namespace packages: no registration files in the parents.
+    assert not (tmp_path / "local" / "__init__.py").exists()
+    checked = run_python(QUOTE_CHECK, tmp_path)
+    assert checked.stdout.strip() == "ok", checked.stderr
+
+
+def test_skill_init_creates_a_runnable_package(tmp_path: Path) -> None:
+    result = run_cli("skill", "init", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    package = tmp_path / "local" / "skills" / "simpsons_quotes_skill"
+    assert sorted(path.name for path in package.iterdir()) == [
+        "__init__.py",
+        "requirements.txt",
+        "tool.py",
+    ]
+    checked = run_python(SKILL_CHECK, tmp_path)
+    assert checked.stdout.strip() == "ok", checked.stderr
+
+
+def test_generated_capabilities_import(tmp_path: Path) -> None:
+    pytest.importorskip("roboz.deployment")
+    run_cli("tool", "init", cwd=tmp_path)
+    run_cli("skill", "init", cwd=tmp_path)
+
+    checked = run_python(CAPABILITY_CHECK, tmp_path)
+
+    assert checked.stdout.strip() == "ok", checked.stderr
+
+
+def test_path_names_the_generated_tool(tmp_path: Path) -> None:
+    result = run_cli("tool", "init", "--path", "local/tools/my_quotes", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    checked = run_python(
+        "import sys; sys.path.insert(0, '.')\n"
+        "from local.tools.my_quotes.tool import my_quotes\n"
+        "print(my_quotes.name)",
+        tmp_path,
+    )
+    assert checked.stdout.strip() == "my_quotes", checked.stderr
+
+
+def test_existing_destination_is_never_overwritten(tmp_path: Path) -> None:
+    run_cli("tool", "init", cwd=tmp_path)
+    tool_file = tmp_path / "local" / "tools" / "simpsons_quotes" / "tool.py"
+    tool_file.write_text("# edited\n")
+
+    result = run_cli("tool", "init", cwd=tmp_path)
+
+    assert_one_line_error(result, 1, "already exists and is never overwritten")
+    assert tool_file.read_text() == "# edited\n"
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "text"),
+    [
+        ("tool", "local/tools/MyQuotes", "must be a lowercase snake_case Python identifier"),
+        ("skill", "local/skills/my-guide", "must be a lowercase snake_case Python identifier"),
+        ("tool", "local/tools/class", "must be a lowercase snake_case Python identifier"),
+        ("tool", "typing", "would shadow the importable module 'typing'"),
+        ("skill", "src/pydantic", "would shadow the importable module 'pydantic'"),
+    ],
+)
+def test_bad_destinations_exit_2(tmp_path: Path, kind: str, path: str, text: str) -> None:
+    result = run_cli(kind, "init", "--path", path, cwd=tmp_path)
+
+    assert_one_line_error(result, 2, text)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_module_names_are_fine_below_local(tmp_path: Path) -> None:
+    result = run_cli("tool", "init", "--path", "local/tools/typing", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "local" / "tools" / "typing" / "tool.py").is_file()
