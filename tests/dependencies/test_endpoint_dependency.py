@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
 from roboz.dependencies import DependencyFailure, ExternalDependency, LLMEndpointDependency
 from roboz.endpoints.adapters.openai_compatible import chat_endpoint
-from roboz.llm import MockLLMEndpoint
+from roboz.llm import Completion, MockLLMEndpoint, ProviderRecord
 from roboz.shed.dependency_health import DependencyHealthMonitor
 from tests.endpoints.openai_fake import FakeOpenAIServer, Reply
 
@@ -86,7 +87,13 @@ class _PlainEndpoint:
         self.api_key = api_key
         self.error = error
 
-    def complete(self, records: object, **kwargs: object) -> object:
+    def complete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
         raise AssertionError("a health check must not send completions unless asked")
 
     def check(self) -> DependencyFailure | None:

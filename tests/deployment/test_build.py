@@ -4,11 +4,11 @@ agents, initial messages."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
 from roboz import Agent, AgentMode, tool
+from roboz.agent import AgentConfigurationError
 from roboz.deployment import (
     Capability,
     DeployableAgent,
@@ -122,7 +122,7 @@ def test_non_capabilities_are_refused() -> None:
 
 
 class NeedsSettings(Capability):
-    required_attributes: ClassVar[tuple[str, ...]] = ("greeting", "punctuation")
+    required_attributes = ("greeting", "punctuation")
 
     def build(self, agent: DeployableAgent, pipe: EventPipe) -> tuple[RuntimeValue, ...]:
         text = agent.attributes["greeting"] + agent.attributes["punctuation"]
@@ -230,7 +230,7 @@ def test_structural_fields_are_writable_and_checked(tmp_path: Path) -> None:
 
 
 def test_an_llm_agent_without_an_endpoint_fails_when_built() -> None:
-    with pytest.raises(Exception, match="needs agent_endpoint"):
+    with pytest.raises(AgentConfigurationError, match="needs agent_endpoint"):
         DeployableAgent("a").build()
 
 

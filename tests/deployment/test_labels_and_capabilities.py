@@ -16,7 +16,7 @@ from roboz.deployment import (
 )
 from roboz.models import Empty, Message, Str
 from roboz.runtime.events import EventPipe
-from roboz.tools import Skill, factory
+from roboz.tools import Skill, SkillFactory, factory
 from tests.deployment.tools import greet, guide, shout
 
 
@@ -70,7 +70,7 @@ def test_factories_must_be_called_first() -> None:
 
     with pytest.raises(DeploymentError, match="is a factory; call it"):
         Capability(label=ToolLabel("echo"), value=echo)  # type: ignore[arg-type]
-    skill_factory = Skill.factory(
+    skill_factory: SkillFactory[object] = Skill.factory(
         name="s", description="d", instructions="i", build_tools=lambda ctx: ()
     )
     with pytest.raises(DeploymentError, match="is a factory"):

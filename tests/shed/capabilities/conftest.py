@@ -87,7 +87,7 @@ def _capabilities_helper(xprocess: object) -> Iterator[Helper]:
     policy = base / "policy.toml"
     policy.write_text(_policy(base, socket_path))
 
-    class Starter(ProcessStarter):  # type: ignore[misc]
+    class Starter(ProcessStarter):
         pattern = "roboz-helper ready on"
         args: ClassVar[list[str]] = [
             sys.executable,

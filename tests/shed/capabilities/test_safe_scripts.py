@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from roboz import AgentMode
 from roboz.deployment import Capability, DeployableAgent, ToolLabel
 from roboz.llm import MockLLMEndpoint
-from roboz.models import Role
+from roboz.models import Message, Role
 from roboz.shed.capabilities import SafeScripts
 from roboz.shed.dependency_health import HelperSocketDependency
 from roboz.shed.safe_scripts.tool import (
@@ -19,7 +20,7 @@ from roboz.tools import stop
 from tests.shed.capabilities.conftest import Helper
 
 
-def tool_results(messages: list) -> list[dict]:  # type: ignore[type-arg]
+def tool_results(messages: list[Message]) -> list[dict[str, Any]]:
     return [
         json.loads(m.content)
         for m in messages
