@@ -27,6 +27,10 @@ MAX_CONNECTIONS = 8
 MAX_RUNS_PER_CLIENT = 2
 # Long enough that 200 connects finish while the first few still hold their slots.
 HANDSHAKE_TIMEOUT_S = 3.0
+# A second client (a forked child switches to this uid) gets small limits to hit them.
+TIGHT_UID = 4242
+TIGHT_TIMEOUT_S = 2.0
+TIGHT_OUTPUT_BYTES = 10000
 
 SCRIPTS: dict[str, str] = {
     "hello.sh": '#!/bin/sh\n# Say hello to the arguments.\necho "hello $*"\nid -u\n',
@@ -45,6 +49,7 @@ SCRIPTS: dict[str, str] = {
         "setsid sh -c 'sleep 600' \"$1\" &\n"
         "echo ready\nwait\n"
     ),
+    "selfkill.sh": "#!/bin/sh\n# Kill itself with a signal.\necho bye\nkill -9 $$\n",
     "sub/nested.sh": "#!/bin/sh\n\n# A script in a subdirectory.\necho nested\n",
     "nocomment.sh": "#!/bin/sh\necho no description\n",
 }
@@ -75,6 +80,10 @@ socket_mode = {socket_mode:#o}
 uid = 0
 profile = "test"
 
+[[clients]]
+uid = {TIGHT_UID}
+profile = "tight"
+
 [profiles.test]
 run_as_user = "nobody"
 scripts_dir = "{base / "scripts"}"
@@ -90,6 +99,13 @@ tmp_size_bytes = 16777216
 max_file_bytes = 16777216
 nofile_max = 256
 cpu_time_s = 60
+
+[profiles.tight]
+run_as_user = "nobody"
+scripts_dir = "{base / "scripts"}"
+workdir = "{base / "work"}"
+timeout_s = {TIGHT_TIMEOUT_S}
+max_output_bytes = {TIGHT_OUTPUT_BYTES}
 """
 
 
@@ -158,6 +174,35 @@ def processes_with(marker: str) -> list[int]:
         except OSError:
             continue
     return [pid for pid in found if pid != os.getpid()]
+
+
+def as_user(uid: int, gid: int, job: Callable[[], str]) -> str:
+    """Run job in a forked child that dropped to uid/gid; return what it returned.
+
+    Forking (instead of starting an interpreter as that user) keeps the already imported
+    client usable even where the interpreter's files are not readable by that user.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        status = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            os.write(write_end, job().encode())
+            status = 0
+        except BaseException as exc:
+            os.write(write_end, f"child error: {exc!r}".encode())
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as fh:
+        data = fh.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, data
+    return data
 
 
 def serve_command(policy: Path, socket_path: str) -> list[str]:

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -38,6 +37,7 @@ from .conftest import (
     MAX_RUNS_PER_CLIENT,
     NOBODY,
     HelperDaemon,
+    as_user,
     build_tree,
     make_base,
     policy_text,
@@ -125,6 +125,7 @@ def test_list_scripts_round_trip(helper: HelperDaemon) -> None:
         "hello.sh": "Say hello to the arguments.",
         "lots.sh": "Print many numbered lines.",
         "nocomment.sh": "",
+        "selfkill.sh": "Kill itself with a signal.",
         "sleeper.sh": "Sleep in three processes until killed.",
         "sub/nested.sh": "A script in a subdirectory.",
     }  # no symlinks, FIFOs, hidden or non-executable files
@@ -142,41 +143,12 @@ def test_list_scripts_wire_format(helper: HelperDaemon) -> None:
 # --- authorization --------------------------------------------------------------------------
 
 
-def _as_user(uid: int, gid: int, job: Callable[[], str]) -> str:
-    """Run job in a forked child that dropped to uid/gid; return what it returned.
-
-    Forking (instead of starting an interpreter as that user) keeps the already imported
-    client usable even where the interpreter's files are not readable by that user.
-    """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: never return into pytest
-        status = 1
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(gid)
-            os.setuid(uid)
-            os.write(write_end, job().encode())
-            status = 0
-        except BaseException as exc:
-            os.write(write_end, f"child error: {exc!r}".encode())
-        finally:
-            os._exit(status)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as fh:
-        data = fh.read().decode()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, data
-    return data
-
-
 def test_unknown_client_is_refused(helper: HelperDaemon) -> None:
     def first_frame() -> str:
         with raw_connect(helper.socket_path) as sock:
             return repr(read_frame(sock))
 
-    frame = _as_user(NOBODY, NOBODY, first_frame)
+    frame = as_user(NOBODY, NOBODY, first_frame)
     assert frame.startswith("Completion(status='refused'")
     assert f"uid {NOBODY} (gid {NOBODY}) is not authorized" in frame
     assert_still_serving(helper)
@@ -192,7 +164,7 @@ def test_client_library_reports_refusal(helper: HelperDaemon) -> None:
             checked = f"refused: {exc}"
         return f"{checked}|run: {client.run_script('hello.sh').status}"
 
-    checked, run = _as_user(NOBODY, NOBODY, use_library).split("|")
+    checked, run = as_user(NOBODY, NOBODY, use_library).split("|")
     assert checked.startswith(f"refused: uid {NOBODY}")
     assert run == "run: refused"
 
