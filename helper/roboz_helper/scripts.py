@@ -125,11 +125,21 @@ def list_scripts(scripts_dir: str) -> list[ScriptInfo]:
             if name.startswith(".") or len(found) >= MAX_LISTED:
                 continue
             rel = name if rel_dir == "." else f"{rel_dir}/{name}"
+            if not _is_utf8(rel):
+                continue  # the protocol carries UTF-8 names; such a file could not be asked for
             head = _read_head(name, dir_fd)
             if head is not None:
                 found.append(ScriptInfo(name=rel, description=describe(head)))
     found.sort(key=lambda s: s.name)
     return found
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")  # os.fwalk hands out undecodable bytes as lone surrogates
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _read_head(name: str, dir_fd: int) -> bytes | None:

@@ -125,6 +125,9 @@ def build_tree(base: Path) -> None:
     (scripts / "escape.sh").symlink_to("/bin/sh")
     (scripts / "linkdir").symlink_to("sub")
     os.mkfifo(scripts / "pipe.sh", 0o755)
+    # A name that is not UTF-8 must not break the listing of everything else.
+    bad = os.open(bytes(scripts) + b"/bad\xff.sh", os.O_CREAT | os.O_WRONLY, 0o755)
+    os.close(bad)
     work = base / "work"
     work.mkdir()
     os.chown(work, NOBODY, NOBODY)
