@@ -1,0 +1,126 @@
+"""Persisted, compressible agent threads with incremental deltas for user interfaces.
+
+The typed thread model (content blocks, messages, thread records, deltas, UI events), the
+compression tiers, a SQLite store, and a bridge that records RoboZ agent runs into threads.
+"""
+
+from roboz.threads.bridge import ThreadRecorder
+from roboz.threads.compression import (
+    FILLER_TEXT,
+    CompressionTier,
+    compressed_view,
+    deletion_pass,
+    model_facing_blocks,
+    stale_tool_exchanges,
+    trim_message,
+    validate_variant,
+)
+from roboz.threads.content import (
+    AGENT_CONTENT_MODEL_BY_TYPE,
+    AgentClientContextEntry,
+    AgentCompressionFillerContent,
+    AgentContent,
+    AgentContentType,
+    AgentDeletedContent,
+    AgentErrorContent,
+    AgentTextContent,
+    AgentToolResultContent,
+    AgentToolUseContent,
+    synthesize_tool_result_payload,
+)
+from roboz.threads.context import AnalysisScope, ClientViewingContext
+from roboz.threads.errors import (
+    CompressionError,
+    ContinuationTokenError,
+    CorruptRecordError,
+    DeltaApplyError,
+    MessageFinalizedError,
+    MessageNotFoundError,
+    RobotoThreadReadOnlyException,
+    SchemaVersionError,
+    ThreadError,
+    ThreadNotFoundError,
+    ThreadReadOnlyError,
+    UnmappedContentTypeError,
+)
+from roboz.threads.event import (
+    AgentErrorEvent,
+    AgentEvent,
+    AgentStartTextEvent,
+    AgentTextDeltaEvent,
+    AgentTextEndEvent,
+    AgentToolResultEvent,
+    AgentToolUseEvent,
+)
+from roboz.threads.record import (
+    AgentMessage,
+    AgentMessageStatus,
+    AgentRole,
+    AgentThreadDelta,
+    AgentThreadRecord,
+    AgentThreadStatus,
+    ThreadOrigin,
+    ThreadVisibility,
+)
+from roboz.threads.specs import ClientToolSpec, ModelProfileResponse
+from roboz.threads.store import SQLiteThreadStore
+from roboz.threads.task import AgentGoalStatus, AgentTask, AgentTaskStatus, AgentThreadGoalRecord
+
+__all__ = [
+    "AGENT_CONTENT_MODEL_BY_TYPE",
+    "FILLER_TEXT",
+    "AgentClientContextEntry",
+    "AgentCompressionFillerContent",
+    "AgentContent",
+    "AgentContentType",
+    "AgentDeletedContent",
+    "AgentErrorContent",
+    "AgentErrorEvent",
+    "AgentEvent",
+    "AgentGoalStatus",
+    "AgentMessage",
+    "AgentMessageStatus",
+    "AgentRole",
+    "AgentStartTextEvent",
+    "AgentTask",
+    "AgentTaskStatus",
+    "AgentTextContent",
+    "AgentTextDeltaEvent",
+    "AgentTextEndEvent",
+    "AgentThreadDelta",
+    "AgentThreadGoalRecord",
+    "AgentThreadRecord",
+    "AgentThreadStatus",
+    "AgentToolResultContent",
+    "AgentToolResultEvent",
+    "AgentToolUseContent",
+    "AgentToolUseEvent",
+    "AnalysisScope",
+    "ClientToolSpec",
+    "ClientViewingContext",
+    "CompressionError",
+    "CompressionTier",
+    "ContinuationTokenError",
+    "CorruptRecordError",
+    "DeltaApplyError",
+    "MessageFinalizedError",
+    "MessageNotFoundError",
+    "ModelProfileResponse",
+    "RobotoThreadReadOnlyException",
+    "SQLiteThreadStore",
+    "SchemaVersionError",
+    "ThreadError",
+    "ThreadNotFoundError",
+    "ThreadOrigin",
+    "ThreadReadOnlyError",
+    "ThreadRecorder",
+    "ThreadVisibility",
+    "UnmappedContentTypeError",
+    "compressed_view",
+    "deletion_pass",
+    "model_facing_blocks",
+    "stale_tool_exchanges",
+    "synthesize_tool_result_payload",
+    "trim_message",
+    "validate_variant",
+]

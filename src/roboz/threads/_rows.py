@@ -1,0 +1,143 @@
+"""Reading rows of the thread store into models; errors name the row that is broken."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from roboz.threads.content import decode_blocks
+from roboz.threads.errors import ContinuationTokenError, CorruptRecordError, ThreadNotFoundError
+from roboz.threads.record import AgentMessage, AgentRole, AgentThreadDelta, AgentThreadRecord
+from roboz.threads.tokens import decode_token, encode_token
+
+META_FIELDS = (
+    "visibility",
+    "created_by_principal",
+    "model_profile",
+    "created_from_agent_id",
+    "created_from_trigger_id",
+    "forked_from_thread_id",
+    "forked_from_message_sequence_num",
+)
+"""Thread metadata kept in one JSON column; what queries filter or deltas track has its own."""
+
+THREAD_COLUMNS = (
+    "thread_id, org_id, created_by, created, origin, meta, status, title, tasks, goals, revision"
+)
+REVISION = 10
+"""Position of ``revision`` in THREAD_COLUMNS."""
+MESSAGE_COLUMNS = "seq, role, status, created, content"
+
+
+def dump_list(items: Sequence[BaseModel]) -> str:
+    return json.dumps([item.model_dump(mode="json") for item in items])
+
+
+def thread_row(conn: sqlite3.Connection, thread_id: str) -> tuple[Any, ...]:
+    row = conn.execute(
+        f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    if row is None:
+        raise ThreadNotFoundError(f"no thread {thread_id!r}")
+    return tuple(row)
+
+
+def decode_content(thread_id: str, seq: int, content: str) -> list[Any]:
+    try:
+        return decode_blocks(content)
+    except (ValidationError, ValueError, TypeError) as error:
+        raise CorruptRecordError(
+            f"message {seq} of thread {thread_id!r} cannot be decoded: {error}"
+        ) from error
+
+
+def message_from_row(thread_id: str, row: Sequence[Any]) -> AgentMessage:
+    seq, role, status, created, content = row
+    try:
+        return AgentMessage(
+            role=AgentRole(role),
+            status=status,
+            created=datetime.fromisoformat(created),
+            content=decode_content(thread_id, seq, content),
+        )
+    except (ValidationError, ValueError) as error:
+        if isinstance(error, CorruptRecordError):
+            raise
+        raise CorruptRecordError(
+            f"message {seq} of thread {thread_id!r} cannot be decoded: {error}"
+        ) from error
+
+
+def record_from_row(row: Sequence[Any], *, with_tasks_and_goals: bool) -> AgentThreadRecord:
+    thread_id, org_id, created_by, created, origin, meta, status, title = row[:8]
+    tasks, goals, revision = row[8:11]
+    try:
+        data: dict[str, Any] = {k: v for k, v in json.loads(meta).items() if k in META_FIELDS}
+        if with_tasks_and_goals:
+            data["tasks"] = json.loads(tasks) if tasks else []
+            data["goals"] = json.loads(goals) if goals else []
+        data.update(
+            thread_id=thread_id,
+            org_id=org_id,
+            created_by=created_by,
+            created=created,
+            origin=origin,
+            status=status,
+            title=title,
+            continuation_token=encode_token(thread_id, int(revision)),
+        )
+        return AgentThreadRecord.model_validate(data)
+    except (ValidationError, ValueError) as error:
+        raise CorruptRecordError(f"thread {thread_id!r} cannot be decoded: {error}") from error
+
+
+def read_delta(
+    conn: sqlite3.Connection, thread_id: str, continuation_token: str | None
+) -> AgentThreadDelta:
+    """What changed in ``thread_id`` after the token's revision, read in the caller's snapshot."""
+    row = thread_row(conn, thread_id)
+    current = int(row[REVISION])
+    seen = -1 if continuation_token is None else decode_token(continuation_token, thread_id)
+    if seen > current:
+        raise ContinuationTokenError(
+            f"continuation token is at revision {seen} but thread {thread_id!r} is at "
+            f"{current}; it was not issued by this store"
+        )
+    (reset,) = conn.execute(
+        "SELECT min(from_seq) FROM resets WHERE thread_id = ? AND revision > ?",
+        (thread_id, seen),
+    ).fetchone()
+    if reset is None:
+        rows = conn.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND revision > ? "
+            "ORDER BY seq",
+            (thread_id, seen),
+        ).fetchall()
+    else:
+        # After a rewind the client drops everything from `reset` on, so all of it is resent.
+        rows = conn.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? "
+            "AND (revision > ? OR seq >= ?) ORDER BY seq",
+            (thread_id, seen, reset),
+        ).fetchall()
+    changed = conn.execute(
+        "SELECT status_revision > ?1, title_revision > ?1, tasks_revision > ?1, "
+        "goals_revision > ?1 FROM threads WHERE thread_id = ?2",
+        (seen, thread_id),
+    ).fetchone()
+    full = continuation_token is None
+    record = record_from_row(row, with_tasks_and_goals=True)
+    return AgentThreadDelta(
+        continuation_token=record.continuation_token,
+        messages_by_idx={int(r[0]): message_from_row(thread_id, r) for r in rows},
+        reset_from_message_sequence_num=None if full else reset,
+        status=record.status if full or changed[0] else None,
+        title=record.title if full or changed[1] else None,
+        tasks=record.tasks if full or changed[2] else None,
+        goals=record.goals if full or changed[3] else None,
+    )

@@ -1,0 +1,84 @@
+"""SQLite connections of the thread store: one per Python thread, explicit transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from roboz.threads.errors import ThreadNotFoundError
+
+
+class Connections:
+    """Hands each Python thread its own connection to ``path`` (WAL, foreign keys on).
+
+    Writes run in ``BEGIN IMMEDIATE`` so concurrent writers queue on SQLite's lock (up to
+    ``busy_timeout_s``) instead of failing halfway; reads run in one transaction so every
+    query inside sees the same snapshot.
+    """
+
+    def __init__(self, path: Path, busy_timeout_s: float) -> None:
+        self.path = path
+        self._busy_timeout_s = busy_timeout_s
+        self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self._busy_timeout_s,
+                isolation_level=None,
+                check_same_thread=False,  # only close() touches it from another thread
+            )
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._local.conn = conn
+            with self._lock:
+                self._opened.append(conn)
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        conn = self.get()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        conn = self.get()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
+            conn.close()
+        self._local = threading.local()
+
+
+def bump_revision(conn: sqlite3.Connection, thread_id: str, *tracked: str) -> int:
+    """Raise the thread's revision by one and return it; ``tracked`` names parts
+    (status, title, tasks, goals) whose own change marker moves with it."""
+    sets = "".join(f", {name}_revision = revision + 1" for name in tracked)
+    row = conn.execute(
+        f"UPDATE threads SET revision = revision + 1{sets} WHERE thread_id = ? RETURNING revision",
+        (thread_id,),
+    ).fetchone()
+    if row is None:
+        raise ThreadNotFoundError(f"no thread {thread_id!r}")
+    return int(row[0])

@@ -1,0 +1,283 @@
+"""Records a RoboZ agent run into a thread and turns it into events for user interfaces.
+
+:class:`ThreadRecorder` is an EventPipe sink. What it writes:
+
+- each ``prompt_llm`` step becomes one ASSISTANT message: GENERATING while the reply streams
+  in (its text block grows with every LLMDelta), then COMPLETED with the reply text and a
+  tool-use block for the action the model chose;
+- tool runs become blocks of one ROBOTO message per step of the loop: a tool-result block
+  (payload, runtime_ms, status) for every tool. Tools the scheduler ran without the model
+  asking (defaults and chained tools) also get a tool-use block there, minted by the
+  recorder, so every result has its call;
+- a reply rejected and asked again replaces the draft at the same index
+  (``regenerate_turn``), so clients see a reset rather than two drafts spliced together;
+- a failed run ends with an error block, on the ASSISTANT message being generated if there
+  is one, else on a FAILED ROBOTO message.
+
+Each step is also translated into :data:`AgentEvent` objects, kept in ``events`` and passed to
+``on_event``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from roboz.models import Empty, Invoke
+from roboz.models.values import payload_json
+from roboz.runtime.events import (
+    AgentFailed,
+    AgentFinished,
+    AgentStarted,
+    Event,
+    LLMDelta,
+    LLMReplied,
+    LLMRequested,
+    SkillLoaded,
+    ToolFinished,
+    ToolStarted,
+)
+from roboz.threads.content import (
+    AgentClientContextEntry,
+    AgentErrorContent,
+    AgentTextContent,
+    AgentToolResultContent,
+    AgentToolUseContent,
+)
+from roboz.threads.context import ClientViewingContext
+from roboz.threads.event import (
+    AgentErrorEvent,
+    AgentEvent,
+    AgentStartTextEvent,
+    AgentTextDeltaEvent,
+    AgentTextEndEvent,
+    tool_result_event,
+    tool_use_event,
+)
+from roboz.threads.record import AgentMessage, AgentMessageStatus, AgentRole, AgentThreadStatus
+from roboz.threads.store import SQLiteThreadStore
+
+PROMPT_LLM = "prompt_llm"
+
+
+def tool_payload(output: Any) -> str | dict[str, Any] | list[Any] | None:
+    """A tool's output as JSON-ready data: the value the LLM sees for typed outputs."""
+    if output is None or isinstance(output, str | dict | list):
+        return output
+    if isinstance(output, Empty):
+        data = json.loads(payload_json(output))
+        return data if isinstance(data, dict) else {"value": data}
+    return str(output)
+
+
+class _Draft:
+    """A message the recorder is still writing: its index and blocks."""
+
+    def __init__(self, seq: int, role: AgentRole) -> None:
+        self.seq = seq
+        self.role = role
+        self.blocks: list[Any] = []
+
+    def message(self, status: AgentMessageStatus) -> AgentMessage:
+        return AgentMessage(role=self.role, content=list(self.blocks), status=status)
+
+
+class ThreadRecorder:
+    """EventPipe sink writing one agent's run into ``thread_id`` of ``store``.
+
+    Only events of ``agent`` are recorded; when None, the agent of the first AgentStarted.
+    """
+
+    def __init__(
+        self,
+        store: SQLiteThreadStore,
+        thread_id: str,
+        *,
+        agent: str | None = None,
+        on_event: Callable[[AgentEvent], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        self.agent = agent
+        self.on_event = on_event
+        self.events: list[AgentEvent] = []
+        self._reply: _Draft | None = None
+        self._reply_text = ""
+        self._results: _Draft | None = None
+        self._in_prompt = False
+        self._pending: AgentToolUseContent | None = None
+        self._running: dict[str, str] = {}
+
+    # -- public helpers -----------------------------------------------------------------------
+
+    def add_user_message(self, text: str, *, context: ClientViewingContext | None = None) -> int:
+        """Append the user's message, with their viewing context as a block when given."""
+        blocks: list[Any] = [AgentTextContent(text=text)]
+        if context is not None:
+            blocks.append(AgentClientContextEntry(context=context))
+        message = AgentMessage(
+            role=AgentRole.USER, content=blocks, status=AgentMessageStatus.COMPLETED
+        )
+        return self.store.append_message(self.thread_id, message)
+
+    # -- the sink -----------------------------------------------------------------------------
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, AgentStarted) and self.agent is None:
+            self.agent = event.agent
+        if event.agent is not None and event.agent != self.agent:
+            return
+        match event:
+            case AgentStarted():
+                self.store.set_status(self.thread_id, AgentThreadStatus.ROBOTO_TURN)
+            case ToolStarted(tool=tool) if tool == PROMPT_LLM:
+                self._in_prompt = True
+            case LLMRequested() if self._in_prompt:
+                self._open_reply()
+            case LLMDelta(text=text) if self._in_prompt and self._reply is not None:
+                self._stream(text)
+            case LLMReplied(text=text) if self._in_prompt and self._reply is not None:
+                self._end_text(text)
+            case ToolFinished(tool=tool, output=output) if tool == PROMPT_LLM:
+                self._in_prompt = False
+                if isinstance(output, Invoke):
+                    self._complete_reply(output)
+            case ToolStarted(tool=tool, trigger=trigger):
+                self._start_tool(tool, trigger)
+            case ToolFinished(tool=tool, output=output, duration_s=duration):
+                self._finish_tool(tool, tool_payload(output), duration, "success")
+            case SkillLoaded(skill=skill):
+                if self._pending is not None and self._pending.tool_name == skill:
+                    self._start_tool(skill, "invoked")
+                    self._finish_tool(skill, {"skill": skill, "loaded": True}, 0.0, "success")
+            case AgentFinished():
+                self._close_results()
+                self.store.set_status(self.thread_id, AgentThreadStatus.USER_TURN)
+            case AgentFailed(error=error):
+                self._fail(error)
+
+    # -- steps --------------------------------------------------------------------------------
+
+    def _emit(self, event: AgentEvent) -> None:
+        self.events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _open_reply(self) -> None:
+        self._close_results()
+        draft = AgentMessage(
+            role=AgentRole.ASSISTANT, content=[], status=AgentMessageStatus.GENERATING
+        )
+        if self._reply is not None:
+            # Asked again after a rejected reply: the new attempt replaces the draft in place.
+            if self._reply_text:
+                self._emit(AgentTextEndEvent())
+            self.store.regenerate_turn(self.thread_id, self._reply.seq, draft)
+            seq = self._reply.seq
+        else:
+            seq = self.store.append_message(self.thread_id, draft)
+        self._reply = _Draft(seq, AgentRole.ASSISTANT)
+        self._reply_text = ""
+
+    def _stream(self, text: str) -> None:
+        assert self._reply is not None
+        if not self._reply_text:
+            self._emit(AgentStartTextEvent())
+        self._reply_text += text
+        self._reply.blocks = [AgentTextContent(text=self._reply_text)]
+        self._write(self._reply, AgentMessageStatus.GENERATING)
+        self._emit(AgentTextDeltaEvent(text=text))
+
+    def _end_text(self, text: str) -> None:
+        assert self._reply is not None
+        if self._reply_text:
+            self._emit(AgentTextEndEvent())
+        self._reply_text = text
+        self._reply.blocks = [AgentTextContent(text=text)] if text else []
+
+    def _complete_reply(self, invoke: Invoke) -> None:
+        if self._reply is None:
+            return
+        try:
+            parsed = json.loads(self._reply_text)
+        except json.JSONDecodeError:
+            parsed = None
+        arguments = tool_payload(invoke.input)
+        use = AgentToolUseContent(
+            tool_use_id=f"tu_{uuid.uuid4().hex[:16]}",
+            tool_name=invoke.action,
+            input=arguments if isinstance(arguments, dict) else None,
+            raw_request=parsed if isinstance(parsed, dict) else None,
+        )
+        self._reply.blocks.append(use)
+        self._write(self._reply, AgentMessageStatus.COMPLETED)
+        self._reply = None
+        self._pending = use
+        self._emit(tool_use_event(use))
+
+    def _results_draft(self) -> _Draft:
+        if self._results is None:
+            empty = AgentMessage(
+                role=AgentRole.ROBOTO, content=[], status=AgentMessageStatus.GENERATING
+            )
+            seq = self.store.append_message(self.thread_id, empty)
+            self._results = _Draft(seq, AgentRole.ROBOTO)
+        return self._results
+
+    def _start_tool(self, tool: str, trigger: str) -> None:
+        pending = self._pending
+        if trigger == "invoked" and pending is not None and pending.tool_name == tool:
+            self._running[tool] = pending.tool_use_id
+            self._pending = None
+            return
+        use = AgentToolUseContent(tool_use_id=f"tu_{uuid.uuid4().hex[:16]}", tool_name=tool)
+        self._running[tool] = use.tool_use_id
+        results = self._results_draft()
+        results.blocks.append(use)
+        self._write(results, AgentMessageStatus.GENERATING)
+        self._emit(tool_use_event(use))
+
+    def _finish_tool(self, tool: str, payload: Any, duration_s: float, status: str) -> None:
+        tool_use_id = self._running.pop(tool, None)
+        if tool_use_id is None:
+            return
+        result = AgentToolResultContent(
+            tool_use_id=tool_use_id,
+            tool_name=tool,
+            runtime_ms=round(duration_s * 1000),
+            status=status,
+            payload=payload,
+        )
+        results = self._results_draft()
+        results.blocks.append(result)
+        self._write(results, AgentMessageStatus.GENERATING)
+        self._emit(tool_result_event(result))
+
+    def _close_results(self) -> None:
+        if self._results is not None:
+            self._write(self._results, AgentMessageStatus.COMPLETED)
+            self._results = None
+
+    def _fail(self, error: str) -> None:
+        for tool in list(self._running):
+            self._finish_tool(tool, error, 0.0, "error")
+        self._close_results()
+        failure = AgentErrorContent(error_message=error)
+        if self._reply is not None:
+            self._reply.blocks.append(failure)
+            self._write(self._reply, AgentMessageStatus.FAILED)
+            self._reply = None
+        else:
+            self.store.append_message(
+                self.thread_id,
+                AgentMessage(
+                    role=AgentRole.ROBOTO, content=[failure], status=AgentMessageStatus.FAILED
+                ),
+            )
+        self._emit(AgentErrorEvent(error_message=error))
+        self.store.set_status(self.thread_id, AgentThreadStatus.USER_TURN)
+
+    def _write(self, draft: _Draft, status: AgentMessageStatus) -> None:
+        self.store.update_message(self.thread_id, draft.seq, draft.message(status))

@@ -1,0 +1,395 @@
+"""A thread store on SQLite (stdlib ``sqlite3``, WAL mode, versioned schema).
+
+Each Python thread gets its own connection; every write runs in ``BEGIN IMMEDIATE`` so
+writers from several threads or processes serialize instead of losing messages. Every write
+to a thread raises that thread's revision; continuation tokens carry the revision a client
+has seen, and :meth:`SQLiteThreadStore.delta_since` returns exactly what changed after it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from roboz.threads._rows import (
+    MESSAGE_COLUMNS,
+    THREAD_COLUMNS,
+    decode_content,
+    dump_list,
+    message_from_row,
+    read_delta,
+    record_from_row,
+    thread_row,
+)
+from roboz.threads._schema import ensure_schema
+from roboz.threads._sqlite import Connections, bump_revision
+from roboz.threads.compression import (
+    CompressionTier,
+    compressed_view,
+    ensure_verbatim,
+    validate_variant,
+)
+from roboz.threads.content import encode_blocks
+from roboz.threads.errors import (
+    MessageFinalizedError,
+    MessageNotFoundError,
+    ThreadNotFoundError,
+    ThreadReadOnlyError,
+)
+from roboz.threads.record import (
+    AgentMessage,
+    AgentMessageStatus,
+    AgentThreadDelta,
+    AgentThreadRecord,
+    AgentThreadStatus,
+    ThreadOrigin,
+    ThreadVisibility,
+    new_thread_id,
+    utc_now,
+)
+from roboz.threads.task import AgentTask, AgentThreadGoalRecord
+
+
+class SQLiteThreadStore:
+    """Threads, messages, tasks, goals and compressed variants in one SQLite file."""
+
+    def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
+        if str(path) == ":memory:" or str(path).startswith("file:"):
+            raise ValueError("SQLiteThreadStore needs a file path (connections are per thread)")
+        self.path = Path(path)
+        self._connections = Connections(self.path, busy_timeout_s)
+        self._write = self._connections.write
+        self._read = self._connections.read
+        with self._write() as conn:
+            ensure_schema(conn)
+
+    def close(self) -> None:
+        """Close every connection this store opened."""
+        self._connections.close()
+
+    def __enter__(self) -> SQLiteThreadStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- threads ------------------------------------------------------------------------------
+
+    def create_thread(
+        self,
+        *,
+        org_id: str,
+        created_by: str,
+        thread_id: str | None = None,
+        title: str | None = None,
+        visibility: ThreadVisibility = ThreadVisibility.PRIVATE,
+        origin: ThreadOrigin | None = ThreadOrigin.API,
+        created_by_principal: str | None = None,
+        model_profile: str | None = None,
+        created_from_agent_id: str | None = None,
+        created_from_trigger_id: str | None = None,
+        messages: Sequence[AgentMessage] = (),
+        _forked_from: tuple[str, int] | None = None,
+    ) -> AgentThreadRecord:
+        """Create a thread (optionally with first messages) and return its record."""
+        meta: dict[str, Any] = {
+            "visibility": ThreadVisibility(visibility).value,
+            "created_by_principal": created_by_principal,
+            "model_profile": model_profile,
+            "created_from_agent_id": created_from_agent_id,
+            "created_from_trigger_id": created_from_trigger_id,
+            "forked_from_thread_id": _forked_from[0] if _forked_from else None,
+            "forked_from_message_sequence_num": _forked_from[1] if _forked_from else None,
+        }
+        status = AgentThreadStatus.USER_TURN if messages else AgentThreadStatus.NOT_STARTED
+        thread_id = thread_id or new_thread_id()
+        for message in messages:
+            ensure_verbatim(message)
+        with self._write() as conn:
+            try:
+                conn.execute(
+                    "INSERT INTO threads (thread_id, org_id, created_by, created, origin, meta, "
+                    "status, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        thread_id,
+                        org_id,
+                        created_by,
+                        utc_now().isoformat(),
+                        None if origin is None else ThreadOrigin(origin).value,
+                        json.dumps(meta),
+                        status.value,
+                        title,
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                raise ValueError(f"a thread {thread_id!r} already exists") from None
+            for message in messages:
+                self._insert_message(conn, thread_id, message)
+        return self.get_thread(thread_id)
+
+    def get_thread(self, thread_id: str, *, with_tasks_and_goals: bool = True) -> AgentThreadRecord:
+        """The whole thread: metadata, every message, and (by default) tasks and goals."""
+        with self._read() as conn:
+            row = thread_row(conn, thread_id)
+            rows = conn.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? ORDER BY seq",
+                (thread_id,),
+            ).fetchall()
+        record = record_from_row(row, with_tasks_and_goals=with_tasks_and_goals)
+        record.messages = [message_from_row(thread_id, r) for r in rows]
+        return record
+
+    def list_threads(
+        self, *, org_id: str | None = None, created_by: str | None = None, limit: int = 100
+    ) -> list[AgentThreadRecord]:
+        """Newest first; records carry metadata only (no messages, tasks or goals loaded)."""
+        clauses, params = [], []
+        for column, value in (("org_id", org_id), ("created_by", created_by)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {THREAD_COLUMNS} FROM threads {where} "
+                "ORDER BY created DESC, thread_id LIMIT ?",
+                (*params, limit),
+            ).fetchall()
+        return [record_from_row(row, with_tasks_and_goals=False) for row in rows]
+
+    def fork_thread(
+        self,
+        source_thread_id: str,
+        up_to_sequence_num: int,
+        *,
+        created_by: str,
+        created_by_principal: str | None = None,
+        title: str | None = None,
+    ) -> AgentThreadRecord:
+        """A new, writable thread holding copies of messages 0..``up_to_sequence_num``.
+
+        The fork keeps the source's org, visibility, model profile and (unless given) title;
+        it does not inherit origin, tasks, goals or the created_from_* fields.
+        """
+        source = self.get_thread(source_thread_id, with_tasks_and_goals=False)
+        if not 0 <= up_to_sequence_num < len(source.messages):
+            raise MessageNotFoundError(
+                f"thread {source_thread_id!r} has no message {up_to_sequence_num} to fork from"
+            )
+        copied = source.messages[: up_to_sequence_num + 1]
+        unfinished = [i for i, m in enumerate(copied) if not m.status.is_terminal()]
+        if unfinished:
+            raise MessageFinalizedError(
+                f"cannot fork through message(s) {unfinished} still being generated"
+            )
+        return self.create_thread(
+            org_id=source.org_id,
+            created_by=created_by,
+            created_by_principal=created_by_principal,
+            title=title if title is not None else source.title,
+            visibility=source.visibility,
+            model_profile=source.model_profile,
+            messages=copied,
+            _forked_from=(source_thread_id, up_to_sequence_num),
+        )
+
+    def set_status(self, thread_id: str, status: AgentThreadStatus) -> None:
+        with self._write() as conn:
+            bump_revision(conn, thread_id, "status")
+            conn.execute(
+                "UPDATE threads SET status = ? WHERE thread_id = ?",
+                (AgentThreadStatus(status).value, thread_id),
+            )
+
+    def set_title(self, thread_id: str, title: str) -> None:
+        with self._write() as conn:
+            bump_revision(conn, thread_id, "title")
+            conn.execute("UPDATE threads SET title = ? WHERE thread_id = ?", (title, thread_id))
+
+    def set_tasks(self, thread_id: str, tasks: Sequence[AgentTask]) -> None:
+        """Replace the task list (stored ordered by position)."""
+        ordered = sorted(tasks, key=lambda task: task.position)
+        with self._write() as conn:
+            bump_revision(conn, thread_id, "tasks")
+            conn.execute(
+                "UPDATE threads SET tasks = ? WHERE thread_id = ?", (dump_list(ordered), thread_id)
+            )
+
+    def set_goals(self, thread_id: str, goals: Sequence[AgentThreadGoalRecord]) -> None:
+        """Replace the declared goals (stored ordered by the turn that declared them)."""
+        ordered = sorted(goals, key=lambda goal: goal.declared_at_message_sequence_num)
+        with self._write() as conn:
+            bump_revision(conn, thread_id, "goals")
+            conn.execute(
+                "UPDATE threads SET goals = ? WHERE thread_id = ?", (dump_list(ordered), thread_id)
+            )
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def _insert_message(
+        self,
+        conn: sqlite3.Connection,
+        thread_id: str,
+        message: AgentMessage,
+        content: str | None = None,
+    ) -> int:
+        revision = bump_revision(conn, thread_id)
+        (seq,) = conn.execute(
+            "UPDATE threads SET message_count = message_count + 1 WHERE thread_id = ? "
+            "RETURNING message_count - 1",
+            (thread_id,),
+        ).fetchone()
+        conn.execute(
+            "INSERT INTO messages (thread_id, seq, role, status, created, content, revision) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                thread_id,
+                seq,
+                message.role.value,
+                message.status.value,
+                message.created.isoformat(),
+                encode_blocks(message.content) if content is None else content,
+                revision,
+            ),
+        )
+        return int(seq)
+
+    def append_message(
+        self, thread_id: str, message: AgentMessage, *, allow_read_only: bool = False
+    ) -> int:
+        """Append ``message`` and return its sequence number.
+
+        Threads owned by an outside surface refuse this (ThreadReadOnlyError) unless the
+        owner writes with ``allow_read_only=True``.
+        """
+        ensure_verbatim(message)
+        content = encode_blocks(message.content)  # fail before the transaction, not inside
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT origin FROM threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+            if row is None:
+                raise ThreadNotFoundError(f"no thread {thread_id!r}")
+            if row[0] not in (None, ThreadOrigin.API.value) and not allow_read_only:
+                raise ThreadReadOnlyError(
+                    f"thread {thread_id!r} is owned by {row[0]!r} and refuses new messages"
+                )
+            return self._insert_message(conn, thread_id, message, content)
+
+    def update_message(self, thread_id: str, sequence_num: int, message: AgentMessage) -> None:
+        """Replace a message that is still being generated (streaming, adding blocks).
+
+        A message already in a terminal status cannot change (MessageFinalizedError); to
+        redo it, use :meth:`regenerate_turn`. Compressed variants of it are dropped.
+        """
+        ensure_verbatim(message)
+        content = encode_blocks(message.content)
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT role, status FROM messages WHERE thread_id = ? AND seq = ?",
+                (thread_id, sequence_num),
+            ).fetchone()
+            if row is None:
+                thread_row(conn, thread_id)
+                raise MessageNotFoundError(f"thread {thread_id!r} has no message {sequence_num}")
+            if AgentMessageStatus(row[1]).is_terminal():
+                raise MessageFinalizedError(
+                    f"message {sequence_num} of thread {thread_id!r} is {row[1]}; it can no "
+                    "longer change in place"
+                )
+            if row[0] != message.role.value:
+                raise ValueError(f"message {sequence_num} is {row[0]}; its role cannot change")
+            revision = bump_revision(conn, thread_id)
+            conn.execute(
+                "UPDATE messages SET status = ?, content = ?, revision = ? "
+                "WHERE thread_id = ? AND seq = ?",
+                (message.status.value, content, revision, thread_id, sequence_num),
+            )
+            conn.execute(
+                "DELETE FROM compressed WHERE thread_id = ? AND seq = ?", (thread_id, sequence_num)
+            )
+
+    def regenerate_turn(
+        self, thread_id: str, sequence_num: int, replacement: AgentMessage | None = None
+    ) -> None:
+        """Abandon messages from ``sequence_num`` on, optionally putting ``replacement`` there.
+
+        The next delta for a client that saw any of the abandoned messages carries
+        ``reset_from_message_sequence_num`` so the client drops them before applying it.
+        """
+        if replacement is not None:
+            ensure_verbatim(replacement)
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT message_count FROM threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+            if row is None:
+                raise ThreadNotFoundError(f"no thread {thread_id!r}")
+            if not 0 <= sequence_num < row[0]:
+                raise MessageNotFoundError(f"thread {thread_id!r} has no message {sequence_num}")
+            revision = bump_revision(conn, thread_id)
+            for table in ("messages", "compressed"):
+                conn.execute(
+                    f"DELETE FROM {table} WHERE thread_id = ? AND seq >= ?",
+                    (thread_id, sequence_num),
+                )
+            conn.execute(
+                "UPDATE threads SET message_count = ? WHERE thread_id = ?",
+                (sequence_num, thread_id),
+            )
+            conn.execute(
+                "INSERT INTO resets (thread_id, revision, from_seq) VALUES (?, ?, ?)",
+                (thread_id, revision, sequence_num),
+            )
+            if replacement is not None:
+                self._insert_message(conn, thread_id, replacement)
+
+    # -- deltas -------------------------------------------------------------------------------
+
+    def delta_since(self, thread_id: str, continuation_token: str | None) -> AgentThreadDelta:
+        """Everything that changed after ``continuation_token`` (None: the whole thread)."""
+        with self._read() as conn:
+            return read_delta(conn, thread_id, continuation_token)
+
+    # -- compression --------------------------------------------------------------------------
+
+    def put_compressed(
+        self, thread_id: str, sequence_num: int, tier: CompressionTier, variant: AgentMessage
+    ) -> None:
+        """Store ``variant`` as message ``sequence_num`` at ``tier``; the original stays."""
+        tier = CompressionTier(tier)
+        content = encode_blocks(variant.content)
+        with self._write() as conn:
+            row = conn.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND seq = ?",
+                (thread_id, sequence_num),
+            ).fetchone()
+            if row is None:
+                raise MessageNotFoundError(f"thread {thread_id!r} has no message {sequence_num}")
+            validate_variant(message_from_row(thread_id, row), variant, tier)
+            conn.execute(
+                "INSERT OR REPLACE INTO compressed (thread_id, seq, tier, content) "
+                "VALUES (?, ?, ?, ?)",
+                (thread_id, sequence_num, tier.value, content),
+            )
+
+    def get_compressed_thread(self, thread_id: str, tier: CompressionTier) -> list[AgentMessage]:
+        """The thread's messages as seen at ``tier`` (originals where no variant exists)."""
+        thread = self.get_thread(thread_id, with_tasks_and_goals=False)
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT seq, tier, content FROM compressed WHERE thread_id = ?", (thread_id,)
+            ).fetchall()
+        variants: dict[int, dict[CompressionTier, AgentMessage]] = {}
+        for seq, tier_value, content in rows:
+            if seq >= len(thread.messages):
+                continue
+            original = thread.messages[seq]
+            blocks = decode_content(thread_id, seq, content)
+            variants.setdefault(seq, {})[CompressionTier(tier_value)] = original.model_copy(
+                update={"content": blocks}
+            )
+        return compressed_view(thread.messages, variants, CompressionTier(tier))
