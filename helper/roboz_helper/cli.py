@@ -78,8 +78,11 @@ def _serve(args: argparse.Namespace) -> int:
     except StartupError as exc:
         print(f"roboz-helper: {exc}", file=sys.stderr)
         return EXIT_FAILURE
-    except OSError as exc:
-        print(f"roboz-helper: {exc}", file=sys.stderr)
+    except Exception as exc:
+        # Anything else that stops start-up (the sandbox cannot set up its cgroup root, ...):
+        # one line for the operator, the traceback only with --log-level DEBUG.
+        logging.getLogger("roboz_helper").debug("start-up failed", exc_info=True)
+        print(f"roboz-helper: cannot serve: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
 

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 from collections import Counter
@@ -66,15 +67,24 @@ class HelperServer:
 
     async def serve(self) -> None:
         take_notify_socket()
-        reclaim_stale_runs()
+        # Claim the socket first: a second helper started by mistake must stop at "in use"
+        # before it touches anything else.
         listening = open_listening_socket(self.socket_path, self.policy.server)
         self.socket_path = listening.path
+        try:
+            reclaim_stale_runs()
+            await self._serve_on(listening.sock)
+        finally:
+            listening.remove()
+            log.info("roboz-helper stopped")
+
+    async def _serve_on(self, sock: socket.socket) -> None:
         options: dict[str, Any] = {"backlog": _BACKLOG}
         if sys.version_info >= (3, 13):
             # 3.13 unlinks the path on close by default; an activation socket belongs to
-            # systemd, and listening.remove() cleans up what we bound ourselves.
+            # systemd, and ListeningSocket.remove() cleans up what we bound ourselves.
             options["cleanup_socket"] = False
-        server = await asyncio.start_unix_server(self._on_connect, sock=listening.sock, **options)
+        server = await asyncio.start_unix_server(self._on_connect, sock=sock, **options)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.stop)
@@ -90,10 +100,8 @@ class HelperServer:
             for task in list(self._handlers):
                 task.cancel()
             await asyncio.gather(*self._handlers, return_exceptions=True)
-            listening.remove()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
-            log.info("roboz-helper stopped")
 
     def stop(self) -> None:
         self._stopping.set()

@@ -211,3 +211,24 @@ def test_serve_with_an_invalid_policy_exits_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "resolves to root" in result.stderr
     assert not (tmp_path / "s.sock").exists()
+
+
+def test_serve_reports_an_unusable_socket_path_in_one_line(tmp_path: Path) -> None:
+    policy = tmp_path / "ok.toml"
+    policy.write_text(BASE)
+    result = _cli("serve", "--policy", str(policy), "--socket", str(tmp_path / "no/dir/s.sock"))
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"roboz-helper: cannot bind {tmp_path}/no/dir/s.sock: No such file or directory"
+    )
+
+
+def test_serve_refuses_to_replace_a_file(tmp_path: Path) -> None:
+    policy = tmp_path / "ok.toml"
+    policy.write_text(BASE)
+    precious = tmp_path / "precious"
+    precious.write_text("data")
+    result = _cli("serve", "--policy", str(policy), "--socket", str(precious))
+    assert result.returncode == 1
+    assert "exists and is not a socket" in result.stderr
+    assert precious.read_text() == "data"
