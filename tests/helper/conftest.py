@@ -31,6 +31,8 @@ HANDSHAKE_TIMEOUT_S = 3.0
 TIGHT_UID = 4242
 TIGHT_TIMEOUT_S = 2.0
 TIGHT_OUTPUT_BYTES = 10000
+# Members of this supplementary group also get the tight profile (SO_PEERGROUPS end to end).
+CLIENT_GROUP = 4343
 
 SCRIPTS: dict[str, str] = {
     "hello.sh": '#!/bin/sh\n# Say hello to the arguments.\necho "hello $*"\nid -u\n',
@@ -82,6 +84,10 @@ profile = "test"
 
 [[clients]]
 uid = {TIGHT_UID}
+profile = "tight"
+
+[[clients]]
+gid = {CLIENT_GROUP}
 profile = "tight"
 
 [profiles.test]
@@ -179,7 +185,7 @@ def processes_with(marker: str) -> list[int]:
     return [pid for pid in found if pid != os.getpid()]
 
 
-def as_user(uid: int, gid: int, job: Callable[[], str]) -> str:
+def as_user(uid: int, gid: int, job: Callable[[], str], groups: tuple[int, ...] = ()) -> str:
     """Run job in a forked child that dropped to uid/gid; return what it returned.
 
     Forking (instead of starting an interpreter as that user) keeps the already imported
@@ -191,7 +197,7 @@ def as_user(uid: int, gid: int, job: Callable[[], str]) -> str:
         status = 1
         try:
             os.close(read_end)
-            os.setgroups([])
+            os.setgroups(list(groups))
             os.setgid(gid)
             os.setuid(uid)
             os.write(write_end, job().encode())

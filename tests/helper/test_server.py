@@ -32,6 +32,7 @@ from roboz.shed.safe_scripts import (
 )
 
 from .conftest import (
+    CLIENT_GROUP,
     HANDSHAKE_TIMEOUT_S,
     MAX_CONNECTIONS,
     MAX_RUNS_PER_CLIENT,
@@ -152,6 +153,18 @@ def test_unknown_client_is_refused(helper: HelperDaemon) -> None:
     assert frame.startswith("Completion(status='refused'")
     assert f"uid {NOBODY} (gid {NOBODY}) is not authorized" in frame
     assert_still_serving(helper)
+
+
+def test_supplementary_groups_authorize(helper: HelperDaemon) -> None:
+    def profile() -> str:
+        try:
+            return SafeScriptsClient(helper.socket_path).check().profile
+        except ClientRefused as exc:
+            return f"refused: {exc}"
+
+    # uid/gid 5000 is in no rule; membership of CLIENT_GROUP (supplementary only) is.
+    assert as_user(5000, 5000, profile, groups=(CLIENT_GROUP,)) == "tight"
+    assert as_user(5000, 5000, profile).startswith("refused: uid 5000 (gid 5000)")
 
 
 def test_client_library_reports_refusal(helper: HelperDaemon) -> None:
