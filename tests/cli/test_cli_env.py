@@ -102,6 +102,22 @@ def test_encrypt_errors(
     assert not (project / ".env.encrypt").exists()
 
 
+def test_existing_encrypted_file_is_replaced_only_with_force(project: Path) -> None:
+    target = project / ".env.encrypt"
+    target.write_text("ONLY_COPY_ENCRYPTED=roboz:v1:x:y:z\n")
+    environment = {"ROBOZ_ENV_PASSWORD": PASSWORD}
+
+    refused = run_cli("env", "encrypt", "--secret", "LOG_LEVEL", cwd=project, env=environment)
+
+    assert_one_line_error(refused, 1, "already exists; pass --force to replace it")
+    assert target.read_text() == "ONLY_COPY_ENCRYPTED=roboz:v1:x:y:z\n"
+    forced = run_cli(
+        "env", "encrypt", "--secret", "LOG_LEVEL", "--force", cwd=project, env=environment
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert "LOG_LEVEL_ENCRYPTED" in parse_env(target.read_text())
+
+
 def test_ctrl_c_at_the_password_prompt_exits_130(project: Path) -> None:
     environment = {k: v for k, v in os.environ.items() if k != "ROBOZ_ENV_PASSWORD"}
     process = subprocess.Popen(

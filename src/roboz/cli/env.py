@@ -12,6 +12,7 @@ import typer
 
 from roboz.cli.errors import CliError, CliUsageError
 from roboz.endpoints.env import (
+    DEFAULT_ENCRYPTED_ENV_PATH,
     DEFAULT_ENV_PATH,
     ENCRYPTED_SUFFIX,
     PASSWORD_ENV,
@@ -50,6 +51,9 @@ def encrypt(
     path: Annotated[Path, typer.Option("--path", help="The plaintext env file.")] = (
         DEFAULT_ENV_PATH
     ),
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing .env.encrypt.")
+    ] = False,
 ) -> None:
     """Write .env.encrypt beside the source (owner-only); the source is left untouched.
 
@@ -63,6 +67,10 @@ def encrypt(
                 f"--secret {name}: the {ENCRYPTED_SUFFIX} suffix is reserved for stored "
                 "secrets; give the base name"
             )
+    target = path.parent / DEFAULT_ENCRYPTED_ENV_PATH
+    if target.exists() and not force:
+        # It may hold the only copy of secrets whose plaintext source was since removed.
+        raise CliError(f"{target} already exists; pass --force to replace it")
     try:
         values = read_env_file(path)
     except SecretsError as error:
@@ -71,7 +79,7 @@ def encrypt(
     if missing:
         raise CliUsageError(f"--secret {', '.join(missing)}: not set in {path}")
     try:
-        target = encrypt_env(path, secret_names=secret, password=_password())
+        encrypt_env(path, secret_names=secret, password=_password(), output=target)
     except SecretsError as error:
         raise CliError(str(error)) from None
     count = len(set(secret))
