@@ -67,7 +67,7 @@ def test_pid1_environ_unreadable_and_wiped(sandbox: Sandbox) -> None:
             except PermissionError:
                 print(what, "EACCES")
         print("cmdline", open("/proc/1/cmdline", "rb").read())
-        import time; time.sleep(1.5)
+        import time; time.sleep(3)
         """
     path = sandbox.scripts / "pid1.py"
     path.write_text("#!/usr/bin/python3\n" + __import__("textwrap").dedent(script))
@@ -81,10 +81,16 @@ def test_pid1_environ_unreadable_and_wiped(sandbox: Sandbox) -> None:
         task = asyncio.create_task(
             run_in_sandbox(sandbox.spec(argv=["pid1.py"], script_fd=fd), on_output)
         )
-        await asyncio.sleep(0.7)
+        inits: list[int] = []
+        for _ in range(100):  # until the run's pid 1 exists (generous under load)
+            await asyncio.sleep(0.05)
+            inits = _our_sandbox_inits()
+            if inits:
+                break
+        assert len(inits) == 1, inits
         host_env = b""
         host_cmdline = b""
-        for pid in _children_named("sandbox-init"):
+        for pid in inits:
             with open(f"/proc/{pid}/environ", "rb") as f:
                 host_env += f.read()
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -108,14 +114,22 @@ def test_pid1_environ_unreadable_and_wiped(sandbox: Sandbox) -> None:
     assert b"pytest" not in host_cmdline and b"python" not in host_cmdline
 
 
-def _children_named(comm: str) -> list[int]:
+def _ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def _our_sandbox_inits() -> list[int]:
+    """Host pids of sandbox pid-1 processes started by this test process (grandchildren)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/comm") as f:
-                    if f.read().strip() == comm:
-                        found.append(int(entry))
+                    if f.read().strip() != "sandbox-init":
+                        continue
+                if _ppid(_ppid(int(entry))) == os.getpid():
+                    found.append(int(entry))
             except OSError:
                 pass
     return found

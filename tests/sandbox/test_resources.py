@@ -106,11 +106,13 @@ def test_timeout_kills_setsid_and_double_forked_grandchildren(sandbox: Sandbox) 
         setsid bash -c 'exec -a {marker}-setsid sleep 60' </dev/null >/dev/null 2>&1 &
         ( ( exec -a {marker}-double sleep 60 ) & ) </dev/null >/dev/null 2>&1
         nohup bash -c 'trap "" HUP TERM; exec -a {marker}-nohup sleep 60' >/dev/null 2>&1 &
-        sleep 0.3
-        ps -eo pid,sid,args | grep -c {marker}
+        for i in $(seq 100); do
+            [ "$(ps -eo args | grep -c '^{marker}')" -ge 3 ] && break; sleep 0.05
+        done
+        ps -eo args | grep -c '^{marker}'
         sleep 60
         """,
-        timeout_s=1.5,
+        timeout_s=4,
     )
     assert r.outcome.status == "timeout" and r.outcome.limit == "timeout", r
     assert int(r.out.split()[0]) >= 3  # the escapees were really running
