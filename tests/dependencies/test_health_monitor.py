@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from roboz.dependencies import DependencyFailure
+from roboz.dependencies import DependencyFailure, LLMEndpointDependency
+from roboz.llm import MockLLMEndpoint
 from roboz.shed.dependency_health import DependencyHealthMonitor, ExecutableDependency
 
 
@@ -65,11 +66,12 @@ def test_changes_are_logged_at_their_level_and_repeats_at_debug(
     assert monitor.records["switchable"].ok
 
 
-def test_two_different_dependencies_may_not_share_a_name() -> None:
-    monitor = DependencyHealthMonitor([ExecutableDependency("rg")])
-    monitor.add(ExecutableDependency("rg"))  # equal: fine
-    with pytest.raises(ValueError, match="'executable rg'"):
-        monitor.add(ExecutableDependency("rg", search_path="/nowhere"))
+def test_different_dependencies_sharing_a_name_get_their_own_records() -> None:
+    first, second = MockLLMEndpoint([]), MockLLMEndpoint([])
+    monitor = DependencyHealthMonitor([LLMEndpointDependency(first)])
+    assert monitor.add(LLMEndpointDependency(first)) == "LLM endpoint mock"  # the same one
+    assert monitor.add(LLMEndpointDependency(second)) == "LLM endpoint mock #2"
+    assert sorted(monitor.check_all()) == ["LLM endpoint mock", "LLM endpoint mock #2"]
 
 
 def test_a_missing_executable_is_executable_missing(tmp_path: Path) -> None:

@@ -190,3 +190,14 @@ def test_runtimes_built_earlier_keep_their_configuration() -> None:
     assert [t.name for t in second.tools] == ["greet"]
     assert second.system_prompt == "Changed."
     assert second.mode is AgentMode.AUTONOMOUS
+
+
+def test_a_shared_capability_is_selected_per_agent() -> None:
+    shared = Capability(label=SkillLabel("guide"), value=guide)
+    first = DeployableAgent("first", agent_endpoint=MockLLMEndpoint([]), capabilities=[shared])
+    second = DeployableAgent("second", agent_endpoint=MockLLMEndpoint([]), capabilities=[shared])
+    first.set_capability_selection({"guide": SkillLoading.AUTOMATIC})
+    second.set_capability_selection({"guide": False})
+    assert [s.name for s in first.build()[0].auto_loaded_skills] == ["guide"]
+    assert second.build()[0].skills == second.build()[0].auto_loaded_skills == []
+    assert shared.label.loading is SkillLoading.ON_DEMAND

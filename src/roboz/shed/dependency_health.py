@@ -169,44 +169,51 @@ class DependencyHealthMonitor:
         for dependency in dependencies:
             self.add(dependency)
 
-    def add(self, dependency: ExternalDependency) -> None:
-        """Watch ``dependency``; adding an equal one again is a no-op."""
+    def add(self, dependency: ExternalDependency) -> str:
+        """Watch ``dependency`` and return the key of its records; an equal one is watched
+        once. A different resource with a taken name (two endpoints of one model) is keyed
+        ``name #2``, ``name #3``... so no record or log line mixes two resources."""
         with self._lock:
-            existing = self._dependencies.setdefault(dependency.name, dependency)
-        if existing is not dependency and existing != dependency:
-            # Records and logs are keyed by name, so two resources must not share one.
-            raise ValueError(f"two different dependencies are named {dependency.name!r}")
+            key, number = dependency.name, 1
+            while key in self._dependencies:
+                existing = self._dependencies[key]
+                if existing is dependency or existing == dependency:
+                    return key
+                number += 1
+                key = f"{dependency.name} #{number}"
+            self._dependencies[key] = dependency
+            return key
 
     @property
     def records(self) -> dict[str, HealthRecord]:
-        """The cached records; dependencies never checked are absent."""
+        """The cached records by key; dependencies never checked are absent."""
         with self._lock:
             return dict(self._records)
 
-    def check(self, name: str) -> HealthRecord:
+    def check(self, key: str) -> HealthRecord:
         with self._lock:
-            dependency = self._dependencies[name]
-        return self._observe(dependency)
+            dependency = self._dependencies[key]
+        return self._observe(key, dependency)
 
     def check_all(self) -> dict[str, HealthRecord]:
         with self._lock:
-            dependencies = list(self._dependencies.values())
-        return {dependency.name: self._observe(dependency) for dependency in dependencies}
+            watched = list(self._dependencies.items())
+        return {key: self._observe(key, dependency) for key, dependency in watched}
 
-    def _observe(self, dependency: ExternalDependency) -> HealthRecord:
+    def _observe(self, key: str, dependency: ExternalDependency) -> HealthRecord:
         failure = safe_check(dependency)
         now = datetime.now(UTC)
         with self._lock:
-            previous = self._records.get(dependency.name)
+            previous = self._records.get(key)
             changed = previous is None or previous.failure != failure
             record = HealthRecord(
-                name=dependency.name,
+                name=key,
                 failure=failure,
                 checked_at=now,
                 since=now if changed or previous is None else previous.since,
             )
-            self._records[dependency.name] = record
-        self._log_observation(dependency.name, previous, failure)
+            self._records[key] = record
+        self._log_observation(key, previous, failure)
         return record
 
     def _log_observation(
