@@ -17,7 +17,9 @@ from roboz.endpoints import CatalogueError, ChatModelSpec, TranscriptionEndpoint
 from roboz.endpoints.catalogue import load_catalogue, parse_catalogue
 from roboz.endpoints.codegen import GENERATED_MARKER, generate_providers, render_providers
 from roboz.endpoints.inventory import cerebras, groq, openrouter
-from roboz.llm import LLMEndpoint
+from roboz.llm import LLMEndpoint, call_llm_api
+from roboz.models import Message, Role
+from tests.endpoints.openai_fake import FakeOpenAIServer, Reply
 
 INVENTORY_DIR = Path(inventory_package.__file__).parent
 
@@ -166,3 +168,25 @@ def test_chat_model_spec_builds_a_lazy_endpoint() -> None:
     assert endpoint.model_name == "vision"
     assert endpoint.accepts_images is True
     assert endpoint.api_key_env == "NOT_SET_ANYWHERE"
+
+
+def test_generated_catalogue_endpoint_calls_its_server_with_its_env_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: FakeOpenAIServer
+) -> None:
+    source = tmp_path / "models.json"
+    data = json.loads(catalogue_json())
+    data["providers"]["svc"]["base_url"] = openai_server.base_url
+    source.write_text(json.dumps(data))
+    spec = importlib.util.spec_from_file_location("local_catalogue", generate_providers(source))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setenv("SVC_KEY", "sk-catalogue")
+    openai_server.enqueue(Reply(text="from the catalogue"))
+
+    text, _usage = call_llm_api(module.svc.chat, [Message(role=Role.USER, content="hi")])
+
+    assert text == "from the catalogue"
+    request = openai_server.requests[0]
+    assert request.headers["authorization"] == "Bearer sk-catalogue"
+    assert request.json()["model"] == "m-1"

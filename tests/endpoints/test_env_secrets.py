@@ -110,6 +110,10 @@ def test_malformed_stored_values_are_rejected(value: str, message: str) -> None:
         decrypt_env_values({"KEY_ENCRYPTED": value}, password=PASSWORD)
 
 
+def test_plain_values_that_merely_start_with_the_namespace_stay_plain() -> None:
+    assert decrypt_env_values({"URL": "roboz:docs"}, password=None) == {"URL": "roboz:docs"}
+
+
 def test_ciphertext_under_an_unsuffixed_name_is_rejected() -> None:
     # What a 0.10-style OPENROUTER_API_KEY_SECRET entry looks like to this version.
     stored = encrypt_env_values({"K": "v"}, secret_names=["K"], password=PASSWORD)

@@ -35,6 +35,8 @@ _NONCE_BYTES = 12
 _SCRYPT_N, _SCRYPT_R, _SCRYPT_P = 2**15, 8, 1
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Any version of our ciphertext, including ones this release cannot read.
+_CIPHERTEXT = re.compile(rf"^{re.escape(ENCRYPTED_NAMESPACE)}v[0-9]+:")
 _LINE = re.compile(r"^\s*(?:export\s+)?(?P<name>[^=\s]+)\s*=\s*(?P<rest>.*)$")
 _PLAIN_VALUE = re.compile(r"^[A-Za-z0-9_./:@%+,=-]*$")
 _UNESCAPE = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "$": "$"}
@@ -184,7 +186,7 @@ def decrypt_env_values(values: Mapping[str, str], *, password: str | None) -> di
     keys: dict[bytes, AESGCM] = {}  # one derivation per salt, not per value
     for stored, value in values.items():
         if not stored.endswith(ENCRYPTED_SUFFIX):
-            if value.startswith(ENCRYPTED_NAMESPACE):
+            if _CIPHERTEXT.match(value):
                 raise SecretsError(
                     f"{stored}: holds {ENCRYPTED_NAMESPACE} ciphertext under a name without "
                     f"{ENCRYPTED_SUFFIX}; re-encrypt it with an explicitly chosen base name"
