@@ -112,19 +112,12 @@ def read_delta(
         "SELECT min(from_seq) FROM resets WHERE thread_id = ? AND revision > ?",
         (thread_id, seen),
     ).fetchone()
-    if reset is None:
-        rows = conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND revision > ? "
-            "ORDER BY seq",
-            (thread_id, seen),
-        ).fetchall()
-    else:
-        # After a rewind the client drops everything from `reset` on, so all of it is resent.
-        rows = conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? "
-            "AND (revision > ? OR seq >= ?) ORDER BY seq",
-            (thread_id, seen, reset),
-        ).fetchall()
+    # A rewind deletes every message from its index on, so whatever sits there now was
+    # written after the rewind and is selected by revision alone.
+    rows = conn.execute(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND revision > ? ORDER BY seq",
+        (thread_id, seen),
+    ).fetchall()
     changed = conn.execute(
         "SELECT status_revision > ?1, title_revision > ?1, tasks_revision > ?1, "
         "goals_revision > ?1 FROM threads WHERE thread_id = ?2",

@@ -11,8 +11,9 @@
   recorder, so every result has its call;
 - a reply rejected and asked again replaces the draft at the same index
   (``regenerate_turn``), so clients see a reset rather than two drafts spliced together;
-- a failed run ends with an error block, on the ASSISTANT message being generated if there
-  is one, else on a FAILED ROBOTO message.
+- a failed run ends with an error block on the message being written when it broke off
+  (the reply being generated, else that step's tool results), which is marked FAILED; a
+  tool that was running gets a result with status "error".
 
 Each step is also translated into :data:`AgentEvent` objects, kept in ``events`` and passed to
 ``on_event``.
@@ -263,12 +264,15 @@ class ThreadRecorder:
     def _fail(self, error: str) -> None:
         for tool in list(self._running):
             self._finish_tool(tool, error, 0.0, "error")
-        self._close_results()
         failure = AgentErrorContent(error_message=error)
+        # The error goes on the message being written when the run broke off: the reply
+        # being generated, else the tool results of the step that failed.
         if self._reply is not None:
-            self._reply.blocks.append(failure)
-            self._write(self._reply, AgentMessageStatus.FAILED)
-            self._reply = None
+            self._close_results()
+        draft = self._reply or self._results
+        if draft is not None:
+            draft.blocks.append(failure)
+            self._write(draft, AgentMessageStatus.FAILED)
         else:
             self.store.append_message(
                 self.thread_id,
@@ -276,6 +280,7 @@ class ThreadRecorder:
                     role=AgentRole.ROBOTO, content=[failure], status=AgentMessageStatus.FAILED
                 ),
             )
+        self._reply = self._results = None
         self._emit(AgentErrorEvent(error_message=error))
         self.store.set_status(self.thread_id, AgentThreadStatus.USER_TURN)
 

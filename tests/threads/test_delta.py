@@ -1,0 +1,215 @@
+"""Deltas: a client that applies every delta it is sent holds exactly the server's thread."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from roboz.threads import (
+    AgentGoalStatus,
+    AgentMessage,
+    AgentMessageStatus,
+    AgentRole,
+    AgentTask,
+    AgentTextContent,
+    AgentThreadGoalRecord,
+    AgentThreadRecord,
+    AgentThreadStatus,
+    ContinuationTokenError,
+    SQLiteThreadStore,
+)
+from roboz.threads.tokens import encode_token
+
+
+def draft(text: str) -> AgentMessage:
+    return AgentMessage(
+        role=AgentRole.ASSISTANT,
+        content=[AgentTextContent(text=text)],
+        status=AgentMessageStatus.GENERATING,
+    )
+
+
+def sync(store: SQLiteThreadStore, client: AgentThreadRecord) -> AgentThreadRecord:
+    return client.apply_delta(store.delta_since(client.thread_id, client.continuation_token))
+
+
+def test_delta_after_one_new_message_carries_only_that_message(store: SQLiteThreadStore) -> None:
+    thread = store.create_thread(org_id="o", created_by="u")
+    for i in range(5):
+        store.append_message(thread.thread_id, AgentMessage.text(f"m{i}"))
+    client = sync(store, thread)
+    store.append_message(thread.thread_id, AgentMessage.text("new"))
+    delta = store.delta_since(thread.thread_id, client.continuation_token)
+    assert list(delta.messages_by_idx) == [5]
+    assert delta.reset_from_message_sequence_num is None
+    assert delta.status is None and delta.title is None
+    assert delta.tasks is None and delta.goals is None
+    empty = store.delta_since(thread.thread_id, delta.continuation_token)
+    assert empty.messages_by_idx == {} and empty.continuation_token == delta.continuation_token
+
+
+def test_streaming_updates_resend_the_message_at_its_index(store: SQLiteThreadStore) -> None:
+    thread = store.create_thread(org_id="o", created_by="u")
+    store.append_message(thread.thread_id, AgentMessage.text("q"))
+    seq = store.append_message(thread.thread_id, draft("Hel"))
+    client = sync(store, thread)
+    store.update_message(thread.thread_id, seq, draft("Hello"))
+    delta = store.delta_since(thread.thread_id, client.continuation_token)
+    assert list(delta.messages_by_idx) == [seq]
+    client = client.apply_delta(delta)
+    assert client.messages[seq].content == [AgentTextContent(text="Hello")]
+
+
+def test_regenerated_turn_resets_the_client(store: SQLiteThreadStore) -> None:
+    thread = store.create_thread(org_id="o", created_by="u")
+    store.append_message(thread.thread_id, AgentMessage.text("question"))
+    seq = store.append_message(thread.thread_id, draft("a draft that will be aband"))
+    client = sync(store, thread)
+    assert client.messages[seq].content[0].text.startswith("a draft")  # type: ignore[union-attr]
+
+    store.regenerate_turn(thread.thread_id, seq, draft("The"))
+    store.update_message(thread.thread_id, seq, draft("The answer"))
+    delta = store.delta_since(thread.thread_id, client.continuation_token)
+    assert delta.reset_from_message_sequence_num == seq
+    client = client.apply_delta(delta)
+    assert client.messages == store.get_thread(thread.thread_id).messages
+    assert client.messages[seq].content == [AgentTextContent(text="The answer")]
+    # Later deltas are plain appends again.
+    store.append_message(thread.thread_id, AgentMessage.text("thanks"))
+    later = store.delta_since(thread.thread_id, client.continuation_token)
+    assert later.reset_from_message_sequence_num is None and list(later.messages_by_idx) == [2]
+
+
+def test_regenerate_without_replacement_shrinks_the_thread(store: SQLiteThreadStore) -> None:
+    thread = store.create_thread(org_id="o", created_by="u")
+    for i in range(4):
+        store.append_message(thread.thread_id, AgentMessage.text(f"m{i}"))
+    client = sync(store, thread)
+    store.regenerate_turn(thread.thread_id, 1)
+    client = sync(store, client)
+    assert [m.content[0].text for m in client.messages] == ["m0"]  # type: ignore[union-attr]
+    assert store.append_message(thread.thread_id, AgentMessage.text("again")) == 1
+
+
+def test_tasks_and_goals_snapshot_semantics(store: SQLiteThreadStore) -> None:
+    thread = store.create_thread(org_id="o", created_by="u")
+    assert thread.tasks == [] and thread.goals == []  # loaded, none declared
+    start = thread.continuation_token
+    assert store.delta_since(thread.thread_id, start).tasks is None  # no change: keep yours
+
+    tasks = [
+        AgentTask(task_id="b", position=1, title="B"),
+        AgentTask(task_id="a", position=0, title="A"),
+    ]
+    store.set_tasks(thread.thread_id, tasks)
+    delta = store.delta_since(thread.thread_id, start)
+    assert [t.task_id for t in delta.tasks or []] == ["a", "b"]  # ordered by position
+    assert delta.goals is None
+
+    store.set_tasks(thread.thread_id, [])
+    cleared = store.delta_since(thread.thread_id, delta.continuation_token)
+    assert cleared.tasks == []  # authoritative: there are none now
+
+    goal = AgentThreadGoalRecord(goal_id="g", description="d", declared_at_message_sequence_num=0)
+    store.set_goals(thread.thread_id, [goal])
+    g_delta = store.delta_since(thread.thread_id, cleared.continuation_token)
+    assert g_delta.goals == [goal] and g_delta.tasks is None
+
+
+def test_full_delta_without_a_token_is_the_whole_thread(store: SQLiteThreadStore) -> None:
+    thread = store.create_thread(org_id="o", created_by="u", title="T")
+    store.append_message(thread.thread_id, AgentMessage.text("a"))
+    store.regenerate_turn(thread.thread_id, 0, AgentMessage.text("b"))
+    delta = store.delta_since(thread.thread_id, None)
+    assert delta.reset_from_message_sequence_num is None
+    assert delta.title == "T" and delta.tasks == [] and delta.goals == []
+    empty = AgentThreadRecord.model_validate(
+        {**thread.model_dump(), "messages": [], "tasks": None, "goals": None, "title": None}
+    )
+    assert empty.apply_delta(delta) == store.get_thread(thread.thread_id)
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["", "garbage", "ct1.", "ct1.!!!!", encode_token("th_other", 1), "ct1.LTE6dGg"],
+)
+def test_bad_tokens_are_refused_and_change_nothing(store: SQLiteThreadStore, token: str) -> None:
+    thread = store.create_thread(org_id="o", created_by="u")
+    store.append_message(thread.thread_id, AgentMessage.text("keep me"))
+    before = store.get_thread(thread.thread_id)
+    with pytest.raises(ContinuationTokenError):
+        store.delta_since(thread.thread_id, token)
+    assert store.get_thread(thread.thread_id) == before
+
+
+def test_token_from_the_future_is_refused(store: SQLiteThreadStore) -> None:
+    thread = store.create_thread(org_id="o", created_by="u")
+    with pytest.raises(ContinuationTokenError, match="not issued by this store"):
+        store.delta_since(thread.thread_id, encode_token(thread.thread_id, 999))
+
+
+def test_token_of_another_thread_is_refused(store: SQLiteThreadStore) -> None:
+    a = store.create_thread(org_id="o", created_by="u")
+    b = store.create_thread(org_id="o", created_by="u")
+    with pytest.raises(ContinuationTokenError, match="belongs to thread"):
+        store.delta_since(b.thread_id, a.continuation_token)
+
+
+def test_random_histories_reconstruct_exactly(store: SQLiteThreadStore) -> None:
+    """Two clients polling at different rates both end equal to the server after every poll."""
+    rng = random.Random(20261130)
+    for _round in range(5):
+        thread = store.create_thread(org_id="o", created_by="u")
+        tid = thread.thread_id
+        clients = [thread, thread]
+        open_seq: int | None = None
+        for step in range(120):
+            count = len(store.get_thread(tid, with_tasks_and_goals=False).messages)
+            op = rng.choice(["append", "append", "stream", "finish", "regen", "meta"])
+            if op == "append" and open_seq is None:
+                store.append_message(tid, AgentMessage.text(f"user {step}"))
+            elif op == "append" or (op == "stream" and open_seq is None):
+                open_seq = store.append_message(tid, draft(f"d{step}"))
+            elif op == "stream" and open_seq is not None:
+                store.update_message(tid, open_seq, draft(f"d{step} more"))
+            elif op == "finish" and open_seq is not None:
+                done = AgentMessage.text(f"final {step}", role=AgentRole.ASSISTANT)
+                store.update_message(tid, open_seq, done)
+                open_seq = None
+            elif op == "regen" and count:
+                at = rng.randrange(count)
+                replacement = draft(f"regen {step}") if rng.random() < 0.7 else None
+                store.regenerate_turn(tid, at, replacement)
+                open_seq = at if replacement is not None else None
+            elif op == "meta":
+                choice = rng.randrange(4)
+                if choice == 0:
+                    store.set_title(tid, f"title {step}")
+                elif choice == 1:
+                    store.set_status(tid, rng.choice(list(AgentThreadStatus)))
+                elif choice == 2:
+                    n = rng.randrange(3)
+                    store.set_tasks(
+                        tid, [AgentTask(task_id=f"t{i}", position=i, title="x") for i in range(n)]
+                    )
+                else:
+                    store.set_goals(
+                        tid,
+                        [
+                            AgentThreadGoalRecord(
+                                goal_id="g",
+                                description="d",
+                                declared_at_message_sequence_num=0,
+                                status=AgentGoalStatus.ACHIEVED,
+                            )
+                        ]
+                        if rng.random() < 0.5
+                        else [],
+                    )
+            for i, every in enumerate((1, 7)):
+                if step % every == 0:
+                    clients[i] = sync(store, clients[i])
+                    assert clients[i] == store.get_thread(tid)
+        for i in range(2):
+            assert sync(store, clients[i]) == store.get_thread(tid)
