@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from roboz import AgentMode
@@ -96,3 +97,13 @@ def test_an_unknown_script_is_refused_by_the_helper_not_run(helper: Helper) -> N
 
 def test_the_real_helper_passes_its_health_check(helper: Helper) -> None:
     assert HelperSocketDependency(helper.socket_path).check() is None
+
+
+def test_an_unreachable_helper_is_reported_to_the_llm_not_raised(tmp_path: Path) -> None:
+    socket_path = tmp_path / "absent.sock"
+    tool = get_run_shell_script(socket_path)
+    for request in (RunShellScriptInput(), RunShellScriptInput(script="greet.sh")):
+        result = tool.run(request, [])
+        assert isinstance(result, ShellScriptOutcome)
+        assert result.status == "helper_error"
+        assert f"no helper socket at {socket_path}" in result.value

@@ -58,8 +58,8 @@ def _run_shell_script(
     `script` (a path exactly as listed) and `args` (a list of strings, one per argument). The
     reply gives the status (success, failed, timeout, output_limit, killed, refused), the exit
     status, which limit stopped the run if any, and the script's stdout and stderr (long output
-    is shortened in the middle). Scripts run without network and may only write where their
-    policy allows; you cannot run arbitrary commands with this tool.
+    is shortened in the middle). Scripts run isolated, with only the network access and
+    writable paths their policy grants; you cannot run arbitrary commands with this tool.
     """
     try:
         if input.script is None:
