@@ -12,6 +12,6 @@ scripts/setup.sh 3.11 3.13
 status=0
 for venv in .venv .venv-3.13; do
     echo "== pytest on $("$venv/bin/python" --version)"
-    "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@" || status=$?
+    "$venv/bin/python" -m pytest -q "$@" || status=$?
 done
 exit $status
