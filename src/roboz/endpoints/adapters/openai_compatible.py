@@ -100,23 +100,11 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
         if streaming is None:
             streaming = on_delta is not None or current_pipe() is not None
         deliver: DeltaCallback = on_delta or _emit_delta
-        request = _StreamedRequest(self, messages, deliver) if streaming else None
 
         def send(sdk: openai.OpenAI, gate: AttemptGate) -> Completion:
-            if request is not None:
-                return request.run(sdk, gate)
-            response = sdk.chat.completions.create(**self._arguments(messages, stream=False))
-            if not response.choices:
-                raise EndpointError(f"endpoint {self.name!r}: the reply had no choices")
-            usage = response.usage
-            return Completion(
-                text=response.choices[0].message.content or "",
-                usage=TokenUsage(
-                    input_tokens=usage.prompt_tokens if usage else 0,
-                    output_tokens=usage.completion_tokens if usage else 0,
-                ),
-                model=response.model or self.model_name,
-            )
+            if streaming:
+                return self._send_streamed(sdk, messages, deliver, gate)
+            return self._send_plain(sdk, messages)
 
         return call_with_policy(
             self._client,
@@ -126,6 +114,48 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
             cancel=cancel,
         )
 
+    def _send_plain(self, sdk: openai.OpenAI, messages: list[dict[str, Any]]) -> Completion:
+        response = sdk.chat.completions.create(**self._arguments(messages, stream=False))
+        if not response.choices:
+            raise EndpointError(f"endpoint {self.name!r}: the reply had no choices")
+        usage = response.usage
+        return Completion(
+            text=response.choices[0].message.content or "",
+            usage=TokenUsage(
+                input_tokens=usage.prompt_tokens if usage else 0,
+                output_tokens=usage.completion_tokens if usage else 0,
+            ),
+            model=response.model or self.model_name,
+        )
+
+    def _send_streamed(
+        self,
+        sdk: openai.OpenAI,
+        messages: list[dict[str, Any]],
+        deliver: DeltaCallback,
+        gate: AttemptGate,
+    ) -> Completion:
+        pieces: list[str] = []
+        usage = TokenUsage()
+        model = self.model_name
+        stream = sdk.chat.completions.create(**self._arguments(messages, stream=True))
+        try:
+            for chunk in stream:
+                model = chunk.model or model
+                if chunk.usage is not None:
+                    usage = TokenUsage(
+                        input_tokens=chunk.usage.prompt_tokens,
+                        output_tokens=chunk.usage.completion_tokens,
+                    )
+                text = chunk.choices[0].delta.content if chunk.choices else None
+                if text:
+                    pieces.append(text)
+                    if not gate.deliver(deliver, text):
+                        break  # the caller gave up: stop reading and free the connection
+        finally:
+            stream.close()
+        return Completion(text="".join(pieces), usage=usage, model=model)
+
     def _arguments(self, messages: list[dict[str, Any]], *, stream: bool) -> dict[str, Any]:
         arguments: dict[str, Any] = {
             "model": self.model_name,
@@ -134,6 +164,7 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
         }
         if stream:
             arguments["stream"] = True
+            # Without this, streamed replies carry no token usage.
             arguments["stream_options"] = {"include_usage": True}
         if self.temperature is not None:
             arguments["temperature"] = self.temperature
@@ -146,42 +177,6 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
 
 def _emit_delta(text: str) -> None:
     emit(LLMDelta(text=text))
-
-
-class _StreamedRequest:
-    def __init__(
-        self,
-        endpoint: OpenAICompatibleEndpoint,
-        messages: list[dict[str, Any]],
-        deliver: DeltaCallback,
-    ) -> None:
-        self._endpoint = endpoint
-        self._messages = messages
-        self._deliver = deliver
-
-    def run(self, sdk: openai.OpenAI, gate: AttemptGate) -> Completion:
-        endpoint = self._endpoint
-        pieces: list[str] = []
-        usage = TokenUsage()
-        model = endpoint.model_name
-        stream = sdk.chat.completions.create(**endpoint._arguments(self._messages, stream=True))
-        try:
-            for chunk in stream:
-                if chunk.model:
-                    model = chunk.model
-                if chunk.usage is not None:
-                    usage = TokenUsage(
-                        input_tokens=chunk.usage.prompt_tokens,
-                        output_tokens=chunk.usage.completion_tokens,
-                    )
-                text = chunk.choices[0].delta.content if chunk.choices else None
-                if text:
-                    pieces.append(text)
-                    if not gate.deliver(self._deliver, text):
-                        break  # the caller gave up: stop reading and free the connection
-        finally:
-            stream.close()
-        return Completion(text="".join(pieces), usage=usage, model=model)
 
 
 class OpenAICompatibleTranscriptionEndpoint(TranscriptionEndpoint):
