@@ -57,12 +57,37 @@ def test_operational_failure_is_one_line_without_debug(tmp_path: Path) -> None:
     assert_one_line_error(result, 1, "no catalogue here")
 
 
-@pytest.mark.parametrize("how", ["flag", "environment"])
+@pytest.mark.parametrize("how", ["flag first", "flag last", "environment"])
 def test_debug_shows_the_traceback(tmp_path: Path, how: str) -> None:
-    if how == "flag":
+    if how == "flag first":
         result = run_cli("--debug", "inventory", "generate", cwd=tmp_path)
+    elif how == "flag last":
+        result = run_cli("inventory", "generate", "--debug", cwd=tmp_path)
     else:
         result = run_cli("inventory", "generate", cwd=tmp_path, env={"ROBOZ_DEBUG": "1"})
     assert result.returncode == 1
     assert "Traceback (most recent call last)" in result.stderr
     assert result.stderr.rstrip().splitlines()[-1].startswith("roboz: error: ")
+
+
+@pytest.mark.parametrize(
+    ("args", "remaining", "debug"),
+    [
+        (["inventory", "generate", "--debug"], ["inventory", "generate"], True),
+        (["--debug", "tool", "init"], ["tool", "init"], True),
+        # Other groups may hand --debug to the program they run; leave it to them.
+        (["scripts", "run", "job.sh", "--debug"], ["scripts", "run", "job.sh", "--debug"], False),
+        (["env", "encrypt", "--", "--debug"], ["env", "encrypt", "--", "--debug"], False),
+    ],
+)
+def test_debug_flag_is_taken_only_where_it_is_ours(
+    args: list[str], remaining: list[str], debug: bool
+) -> None:
+    from roboz.cli import app
+
+    app._Run.debug = False
+    try:
+        assert app._take_debug_flag(list(args)) == remaining
+        assert app._Run.debug is debug
+    finally:
+        app._Run.debug = False

@@ -59,12 +59,35 @@ def _fail(message: str, code: int, error: BaseException | None = None) -> int:
     return code
 
 
+# Groups whose options are all ours; others (scripts) may pass --debug on to what they run.
+_DEBUG_ANYWHERE = frozenset({"inventory", "env", "tool", "skill"})
+
+
+def _take_debug_flag(args: list[str]) -> list[str]:
+    """Accept --debug after the command too, where people add it once something failed.
+
+    Only for our own command groups and before any ``--``: elsewhere it may be an argument
+    meant for a script or program.
+    """
+    group = next((index for index, arg in enumerate(args) if not arg.startswith("-")), None)
+    end = len(args)
+    if group is not None and args[group] not in _DEBUG_ANYWHERE:
+        end = group
+    if "--" in args[:end]:
+        end = args.index("--")
+    if "--debug" not in args[:end]:
+        return args
+    _Run.debug = True
+    return [arg for arg in args[:end] if arg != "--debug"] + args[end:]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _Run.debug = False
+    args = _take_debug_flag(list(sys.argv[1:] if argv is None else argv))
     command = typer.main.get_command(app)
     try:
         result = command.main(
-            args=list(argv) if argv is not None else None,
+            args=args,
             prog_name="roboz",
             standalone_mode=False,
         )
