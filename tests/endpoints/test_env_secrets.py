@@ -161,6 +161,12 @@ def test_parse_env_reads_common_forms() -> None:
     }
 
 
+def test_env_files_may_start_with_a_byte_order_mark(tmp_path: Path) -> None:
+    source = tmp_path / ".env"
+    source.write_bytes(b"\xef\xbb\xbfAPI_KEY=sk-1\r\nDEBUG=1\r\n")
+    assert env_module.read_env_file(source) == {"API_KEY": "sk-1", "DEBUG": "1"}
+
+
 def test_parse_errors_name_the_line_but_not_the_value() -> None:
     with pytest.raises(SecretsError, match="line 2") as caught:
         parse_env('A=1\nB="unterminated sk-secret\n', source=".env")

@@ -112,7 +112,8 @@ def serialize_env(values: Mapping[str, str]) -> str:
 
 def read_env_file(path: Path) -> dict[str, str]:
     try:
-        text = path.read_text(encoding="utf-8")
+        # utf-8-sig: editors on some systems start files with a byte-order mark.
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise SecretsError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError) as error:
