@@ -113,11 +113,14 @@ def read_delta(
         (thread_id, seen),
     ).fetchone()
     # A rewind deletes every message from its index on, so whatever sits there now was
-    # written after the rewind and is selected by revision alone.
-    rows = conn.execute(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND revision > ? ORDER BY seq",
-        (thread_id, seen),
-    ).fetchall()
+    # written after the rewind and is selected by revision alone. No ORDER BY: with one,
+    # SQLite walks the whole thread by primary key instead of the (thread_id, revision) index.
+    rows = sorted(
+        conn.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND revision > ?",
+            (thread_id, seen),
+        ).fetchall()
+    )
     changed = conn.execute(
         "SELECT status_revision > ?1, title_revision > ?1, tasks_revision > ?1, "
         "goals_revision > ?1 FROM threads WHERE thread_id = ?2",

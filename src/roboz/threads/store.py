@@ -235,13 +235,23 @@ class SQLiteThreadStore:
         thread_id: str,
         message: AgentMessage,
         content: str | None = None,
+        *,
+        allow_read_only: bool = True,
     ) -> int:
-        revision = bump_revision(conn, thread_id)
-        (seq,) = conn.execute(
-            "UPDATE threads SET message_count = message_count + 1 WHERE thread_id = ? "
-            "RETURNING message_count - 1",
+        # One statement moves the revision, allocates the sequence number and reads the
+        # origin; a refusal raises inside the caller's transaction, which rolls it back.
+        row = conn.execute(
+            "UPDATE threads SET revision = revision + 1, message_count = message_count + 1 "
+            "WHERE thread_id = ? RETURNING revision, message_count - 1, origin",
             (thread_id,),
         ).fetchone()
+        if row is None:
+            raise ThreadNotFoundError(f"no thread {thread_id!r}")
+        revision, seq, origin = row
+        if origin not in (None, ThreadOrigin.API.value) and not allow_read_only:
+            raise ThreadReadOnlyError(
+                f"thread {thread_id!r} is owned by {origin!r} and refuses new messages"
+            )
         conn.execute(
             "INSERT INTO messages (thread_id, seq, role, status, created, content, revision) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -268,16 +278,9 @@ class SQLiteThreadStore:
         ensure_verbatim(message)
         content = encode_blocks(message.content)  # fail before the transaction, not inside
         with self._write() as conn:
-            row = conn.execute(
-                "SELECT origin FROM threads WHERE thread_id = ?", (thread_id,)
-            ).fetchone()
-            if row is None:
-                raise ThreadNotFoundError(f"no thread {thread_id!r}")
-            if row[0] not in (None, ThreadOrigin.API.value) and not allow_read_only:
-                raise ThreadReadOnlyError(
-                    f"thread {thread_id!r} is owned by {row[0]!r} and refuses new messages"
-                )
-            return self._insert_message(conn, thread_id, message, content)
+            return self._insert_message(
+                conn, thread_id, message, content, allow_read_only=allow_read_only
+            )
 
     def update_message(self, thread_id: str, sequence_num: int, message: AgentMessage) -> None:
         """Replace a message that is still being generated (streaming, adding blocks).
