@@ -213,3 +213,15 @@ def test_random_histories_reconstruct_exactly(store: SQLiteThreadStore) -> None:
                     assert clients[i] == store.get_thread(tid)
         for i in range(2):
             assert sync(store, clients[i]) == store.get_thread(tid)
+
+
+def test_changed_messages_are_found_through_the_revision_index(store: SQLiteThreadStore) -> None:
+    """A delta reads only what changed: the query must not walk the whole thread."""
+    import sqlite3
+
+    from roboz.threads._rows import CHANGED_MESSAGES_SQL
+
+    with sqlite3.connect(store.path) as raw:
+        plan = raw.execute(f"EXPLAIN QUERY PLAN {CHANGED_MESSAGES_SQL}", ("t", 0)).fetchall()
+    details = " ".join(str(row[-1]) for row in plan)
+    assert "messages_by_revision" in details and "revision>?" in details

@@ -4,6 +4,7 @@ The typed thread model (content blocks, messages, thread records, deltas, UI eve
 compression tiers, a SQLite store, and a bridge that records RoboZ agent runs into threads.
 """
 
+from roboz.threads.backend import ThreadStore
 from roboz.threads.bridge import ThreadRecorder
 from roboz.threads.compression import (
     FILLER_TEXT,
@@ -66,6 +67,11 @@ from roboz.threads.specs import ClientToolSpec, ModelProfileResponse
 from roboz.threads.store import SQLiteThreadStore
 from roboz.threads.task import AgentGoalStatus, AgentTask, AgentTaskStatus, AgentThreadGoalRecord
 
+
+def _sqlite_store_fits_the_interface(store: SQLiteThreadStore) -> ThreadStore:
+    return store  # checked by mypy: SQLiteThreadStore must satisfy ThreadStore
+
+
 __all__ = [
     "AGENT_CONTENT_MODEL_BY_TYPE",
     "FILLER_TEXT",
@@ -114,6 +120,7 @@ __all__ = [
     "ThreadOrigin",
     "ThreadReadOnlyError",
     "ThreadRecorder",
+    "ThreadStore",
     "ThreadVisibility",
     "UnmappedContentTypeError",
     "compressed_view",

@@ -32,6 +32,12 @@ THREAD_COLUMNS = (
 REVISION = 10
 """Position of ``revision`` in THREAD_COLUMNS."""
 MESSAGE_COLUMNS = "seq, role, status, created, content"
+CHANGED_MESSAGES_SQL = (
+    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND revision > ?"
+)
+"""Messages written after a revision. No ORDER BY: with one, SQLite walks the whole thread
+by primary key instead of using the (thread_id, revision) index, and a delta stops being
+proportional to what changed."""
 
 
 def dump_list(items: Sequence[BaseModel]) -> str:
@@ -113,14 +119,8 @@ def read_delta(
         (thread_id, seen),
     ).fetchone()
     # A rewind deletes every message from its index on, so whatever sits there now was
-    # written after the rewind and is selected by revision alone. No ORDER BY: with one,
-    # SQLite walks the whole thread by primary key instead of the (thread_id, revision) index.
-    rows = sorted(
-        conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND revision > ?",
-            (thread_id, seen),
-        ).fetchall()
-    )
+    # written after the rewind and is selected by revision alone.
+    rows = sorted(conn.execute(CHANGED_MESSAGES_SQL, (thread_id, seen)).fetchall())
     changed = conn.execute(
         "SELECT status_revision > ?1, title_revision > ?1, tasks_revision > ?1, "
         "goals_revision > ?1 FROM threads WHERE thread_id = ?2",

@@ -40,6 +40,7 @@ from roboz.runtime.events import (
     ToolFinished,
     ToolStarted,
 )
+from roboz.threads.backend import ThreadStore
 from roboz.threads.content import (
     AgentClientContextEntry,
     AgentErrorContent,
@@ -58,7 +59,6 @@ from roboz.threads.event import (
     tool_use_event,
 )
 from roboz.threads.record import AgentMessage, AgentMessageStatus, AgentRole, AgentThreadStatus
-from roboz.threads.store import SQLiteThreadStore
 
 PROMPT_LLM = "prompt_llm"
 
@@ -93,7 +93,7 @@ class ThreadRecorder:
 
     def __init__(
         self,
-        store: SQLiteThreadStore,
+        store: ThreadStore,
         thread_id: str,
         *,
         agent: str | None = None,

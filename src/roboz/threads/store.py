@@ -381,18 +381,20 @@ class SQLiteThreadStore:
 
     def get_compressed_thread(self, thread_id: str, tier: CompressionTier) -> list[AgentMessage]:
         """The thread's messages as seen at ``tier`` (originals where no variant exists)."""
-        thread = self.get_thread(thread_id, with_tasks_and_goals=False)
         with self._read() as conn:
-            rows = conn.execute(
+            thread_row(conn, thread_id)
+            message_rows = conn.execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? ORDER BY seq",
+                (thread_id,),
+            ).fetchall()
+            variant_rows = conn.execute(
                 "SELECT seq, tier, content FROM compressed WHERE thread_id = ?", (thread_id,)
             ).fetchall()
+        originals = [message_from_row(thread_id, row) for row in message_rows]
         variants: dict[int, dict[CompressionTier, AgentMessage]] = {}
-        for seq, tier_value, content in rows:
-            if seq >= len(thread.messages):
-                continue
-            original = thread.messages[seq]
+        for seq, tier_value, content in variant_rows:
             blocks = decode_content(thread_id, seq, content)
-            variants.setdefault(seq, {})[CompressionTier(tier_value)] = original.model_copy(
+            variants.setdefault(seq, {})[CompressionTier(tier_value)] = originals[seq].model_copy(
                 update={"content": blocks}
             )
-        return compressed_view(thread.messages, variants, CompressionTier(tier))
+        return compressed_view(originals, variants, CompressionTier(tier))

@@ -1,0 +1,67 @@
+"""The interface of a thread store; :class:`~roboz.threads.store.SQLiteThreadStore` is the
+default (and so far only) implementation. Code that only records or reads threads, such as
+the bridge, depends on this rather than on SQLite."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from roboz.threads.compression import CompressionTier
+from roboz.threads.record import (
+    AgentMessage,
+    AgentThreadDelta,
+    AgentThreadRecord,
+    AgentThreadStatus,
+)
+from roboz.threads.task import AgentTask, AgentThreadGoalRecord
+
+
+class ThreadStore(Protocol):
+    """Persisted threads with per-thread revisions, deltas and compressed variants."""
+
+    def get_thread(
+        self, thread_id: str, *, with_tasks_and_goals: bool = True
+    ) -> AgentThreadRecord: ...
+
+    def list_threads(
+        self, *, org_id: str | None = None, created_by: str | None = None, limit: int = 100
+    ) -> list[AgentThreadRecord]: ...
+
+    def fork_thread(
+        self,
+        source_thread_id: str,
+        up_to_sequence_num: int,
+        *,
+        created_by: str,
+        created_by_principal: str | None = None,
+        title: str | None = None,
+    ) -> AgentThreadRecord: ...
+
+    def append_message(
+        self, thread_id: str, message: AgentMessage, *, allow_read_only: bool = False
+    ) -> int: ...
+
+    def update_message(self, thread_id: str, sequence_num: int, message: AgentMessage) -> None: ...
+
+    def regenerate_turn(
+        self, thread_id: str, sequence_num: int, replacement: AgentMessage | None = None
+    ) -> None: ...
+
+    def set_status(self, thread_id: str, status: AgentThreadStatus) -> None: ...
+
+    def set_title(self, thread_id: str, title: str) -> None: ...
+
+    def set_tasks(self, thread_id: str, tasks: Sequence[AgentTask]) -> None: ...
+
+    def set_goals(self, thread_id: str, goals: Sequence[AgentThreadGoalRecord]) -> None: ...
+
+    def delta_since(self, thread_id: str, continuation_token: str | None) -> AgentThreadDelta: ...
+
+    def put_compressed(
+        self, thread_id: str, sequence_num: int, tier: CompressionTier, variant: AgentMessage
+    ) -> None: ...
+
+    def get_compressed_thread(
+        self, thread_id: str, tier: CompressionTier
+    ) -> list[AgentMessage]: ...
