@@ -124,3 +124,101 @@ def test_verdicts_below_never_underestimates(tmp_path):
                 for depth in (1, 2):
                     path = directory + "/" + "/".join(tail[:depth])
                     assert policy.decide(path, R) in estimate, (directory, path, chosen)
+
+
+def _reference(parts: tuple[str, ...], path: tuple[str, ...]) -> bool:
+    """Component-by-component glob matching, the definition the compiled regexes must meet."""
+    import fnmatch
+
+    if not parts:
+        return not path
+    if parts[0] == "**":
+        return _reference(parts[1:], path) or (bool(path) and _reference(parts, path[1:]))
+    return bool(path) and fnmatch.fnmatchcase(path[0], parts[0]) and _reference(parts[1:], path[1:])
+
+
+PATTERNS = [
+    "notes/**",
+    "notes/private/**",
+    "**/*.key",
+    "*.md",
+    "docs/**/x",
+    "a/*/c/**",
+    "**/.env",
+    "**",
+    "a/**/b/*.txt",
+    "d*/**/e*",
+    "**/x/**",
+]
+NAMES = [
+    "notes",
+    "private",
+    "a",
+    "b",
+    "c",
+    "x",
+    "k.key",
+    "r.md",
+    "docs",
+    ".env",
+    "e.txt",
+    "d1",
+    "b.txt",
+]
+
+
+def test_compiled_decisions_match_the_component_definition():
+    rng = random.Random(11)
+    for _ in range(60):
+        chosen = rng.sample(PATTERNS, 3)
+        policy = PermissionPolicy(
+            base="/b",
+            allow=(rule(chosen[0]),),
+            deny=(rule(chosen[1]),),
+            ask=(rule(chosen[2]),),
+            precedence=rng.choice([ActionVerdict.deny, ActionVerdict.allow]),
+        )
+        order = (
+            [ActionVerdict.deny, ActionVerdict.ask, ActionVerdict.allow]
+            if policy.precedence is ActionVerdict.deny
+            else [ActionVerdict.allow, ActionVerdict.deny, ActionVerdict.ask]
+        )
+        patterns = dict(
+            zip([ActionVerdict.allow, ActionVerdict.deny, ActionVerdict.ask], chosen, strict=True)
+        )
+        for _ in range(40):
+            path = tuple(rng.choice(NAMES) for _ in range(rng.randint(1, 5)))
+            expected = next(
+                (
+                    v
+                    for v in order
+                    if _reference(tuple(("b/" + patterns[v]).split("/")), ("b", *path))
+                ),
+                policy.default_verdict,
+            )
+            assert policy.decide("/b/" + "/".join(path), R) is expected, (chosen, path)
+
+
+def test_bulk_and_subtree_verdicts_equal_single_decisions():
+    rng = random.Random(5)
+    for _ in range(60):
+        chosen = rng.sample(PATTERNS, 4)
+        policy = PermissionPolicy(
+            base="/b",
+            default_verdict=rng.choice(list(ActionVerdict)),
+            allow=(rule(chosen[0]), rule(chosen[3])),
+            deny=(rule(chosen[1]),),
+            ask=(rule(chosen[2]),),
+            precedence=rng.choice([ActionVerdict.deny, ActionVerdict.allow]),
+        )
+        for top in ("/b", "/b/notes", "/b/a/x", "/b/d1/q"):
+            rels = [
+                "/".join(rng.choice(NAMES) for _ in range(rng.randint(1, 4)))
+                for _ in range(rng.randint(1, 30))
+            ]
+            expected = {policy.decide(f"{top}/{rel}", R) for rel in rels}
+            names = [rel.rsplit("/", 1)[-1] for rel in rels]
+            assert policy.subtree_verdicts(top, rels, R, names) == expected, (chosen, top)
+            if not policy.needs_paths_below(top, R):
+                assert policy.subtree_verdicts(top, None, R, names) == expected
+            assert policy.verdicts_of([f"{top}/{rel}" for rel in rels], R) == expected

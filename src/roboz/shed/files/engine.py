@@ -135,6 +135,9 @@ class FileCommandEngine:
             return CommandReport(
                 call.text, "failed", FAILED_STATUS, reason=f"{error.strerror or error}"
             ), None
+        except Exception as error:  # a bug must not take the agent's whole run down
+            reason = f"internal error ({type(error).__name__}); nothing ran"
+            return CommandReport(call.text, "failed", FAILED_STATUS, reason=reason), None
         try:
             guard.confirm()
             if self.on_checked is not None:

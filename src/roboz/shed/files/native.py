@@ -9,7 +9,6 @@ mentioning ``/proc/self/fd/N`` is rewritten back to the path the command was giv
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 
 from roboz.shed.files.base import Invocation, Prepared
@@ -22,15 +21,14 @@ from roboz.shed.sandbox.fsops import check_subtree, require_regular, require_reg
 from roboz.shed.sandbox.guard import AccessError, PermissionDenied
 from roboz.shed.sandbox.resolve import Pinned
 
-FD_PATH = re.compile(rb"/proc/self/fd/(\d+)")
-
 
 def _rewrite(data: bytes, names: dict[int, str]) -> bytes:
-    def replace(match: re.Match[bytes]) -> bytes:
-        name = names.get(int(match.group(1)))
-        return name.encode() if name is not None else match.group(0)
-
-    return FD_PATH.sub(replace, data)
+    if b"/proc/self/fd/" not in data:
+        return data
+    # Longest descriptor numbers first, so /proc/self/fd/31 is not read as fd 3 + "1".
+    for fd in sorted(names, key=lambda number: -len(str(number))):
+        data = data.replace(b"/proc/self/fd/%d" % fd, names[fd].encode())
+    return data
 
 
 class _Paths:

@@ -65,11 +65,18 @@ def find_matches(data: bytes, needle: bytes) -> list[int]:
 
 def replace_bytes(data: bytes, old: bytes, new: bytes, *, replace_all: bool) -> tuple[bytes, int]:
     """Replace the literal ``old``; exactly one match unless ``replace_all``."""
+    chunks, count = replacement_chunks(data, old, new, replace_all=replace_all)
+    return b"".join(chunks), count
+
+
+def replacement_chunks(
+    data: bytes, old: bytes, new: bytes, *, replace_all: bool
+) -> tuple[list[bytes | memoryview], int]:
+    """The patched content as pieces (views of ``data`` around each replacement)."""
     matches = find_matches(data, old)
     if not matches:
         raise PatchError("old_string was not found; copy it exactly from the file")
-    overlapping = any(b - a < len(old) for a, b in itertools.pairwise(matches))
-    if overlapping:
+    if any(b - a < len(old) for a, b in itertools.pairwise(matches)):
         raise PatchError(
             f"old_string matches {len(matches)} overlapping places; include more context so "
             "it matches exactly one"
@@ -79,12 +86,14 @@ def replace_bytes(data: bytes, old: bytes, new: bytes, *, replace_all: bool) -> 
             f"old_string matches {len(matches)} places; include more surrounding context, or "
             "set replace_all to replace every occurrence"
         )
-    pieces, last = [], 0
+    view = memoryview(data)
+    pieces: list[bytes | memoryview] = []
+    last = 0
     for start in matches:
-        pieces += [data[last:start], new]
+        pieces += [view[last:start], new]
         last = start + len(old)
-    pieces.append(data[last:])
-    return b"".join(pieces), len(matches)
+    pieces.append(view[last:])
+    return pieces, len(matches)
 
 
 def apply_patch(
@@ -138,15 +147,15 @@ def apply_patch(
             os.close(fd)
         note = ""
         try:
-            patched, count = replace_bytes(data, old, new, replace_all=replace_all)
+            patched, count = replacement_chunks(data, old, new, replace_all=replace_all)
         except PatchError:
             crlf_old = old.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
             if b"\r\n" not in data or crlf_old == old or crlf_old not in data:
                 raise
             crlf_new = new.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
-            patched, count = replace_bytes(data, crlf_old, crlf_new, replace_all=replace_all)
+            patched, count = replacement_chunks(data, crlf_old, crlf_new, replace_all=replace_all)
             note = " (matched with the file's CRLF line endings)"
-        atomic_write(pinned.parent_fd, pinned.name, [patched], pinned.st.st_mode, owner)
+        atomic_write(pinned.parent_fd, pinned.name, patched, pinned.st.st_mode, owner)
         return PatchOutcome(path, count, created=False, note=note)
     finally:
         pinned.close()

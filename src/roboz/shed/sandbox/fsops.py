@@ -75,34 +75,31 @@ def read_pinned(pinned: Pinned, limit: int | None = None) -> bytes:
         os.close(fd)
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One descendant found by ``walk_subtree``: its path relative to the top and its lstat."""
-
-    rel: str
-    st: os.stat_result
-
-
-def walk_subtree(top: Pinned) -> Iterator[Entry]:
-    """Every descendant of a pinned directory, without following symlinks, parents first."""
-    fd = reopen(top, DIR_FLAGS)
-    yield from _walk_fd(fd, "")
-
-
-def _walk_fd(fd: int, prefix: str) -> Iterator[Entry]:
+def _scan(
+    fd: int,
+    prefix: str,
+    out: list[str] | None,
+    names: list[str],
+    content: list[tuple[str, os.stat_result]] | None,
+) -> None:
+    """Append the relative paths below the directory ``fd`` (closed here), no symlinks
+    followed; with ``content`` also collect the non-directories (for type/link checks)."""
     try:
-        with os.scandir(fd) as it:
-            entries = list(it)
+        with os.scandir(fd) as iterator:
+            entries = list(iterator)
         for entry in entries:
-            rel = prefix + entry.name
-            st = entry.stat(follow_symlinks=False)
-            yield Entry(rel, st)
-            if stat.S_ISDIR(st.st_mode):
+            name = entry.name
+            names.append(name)
+            if out is not None:
+                out.append(prefix + name)
+            if entry.is_dir(follow_symlinks=False):
                 try:
-                    child = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                    child = os.open(name, DIR_FLAGS, dir_fd=fd)
                 except OSError:
                     continue
-                yield from _walk_fd(child, rel + "/")
+                _scan(child, prefix + name + "/" if out is not None else "", out, names, content)
+            elif content is not None and not entry.is_symlink():
+                content.append((prefix + name, entry.stat(follow_symlinks=False)))
     finally:
         os.close(fd)
 
@@ -116,50 +113,43 @@ def check_subtree(
     reads_content: bool,
     dest: str | None = None,
     dest_operations: tuple[Operation, ...] = (),
-) -> list[Entry]:
+) -> None:
     """Check every descendant of a pinned directory before a recursive command touches it.
 
     Denied descendants deny the whole command with a message that names no descendant.
     ``reads_content`` also refuses FIFOs, devices, sockets and hard-linked files inside.
     ``dest`` (a normalized path) maps each descendant to a destination checked for
-    ``dest_operations`` (copying). Returns the entries (empty if not needed by the caller).
+    ``dest_operations`` (copying).
     """
     policy = guard.policy
-    fast = (
-        not reads_content
-        and dest is None
-        and all(
-            policy.verdicts_below(top.physical, op) == {ActionVerdict.allow} for op in operations
-        )
+    uniform = dest is None and all(
+        policy.verdicts_below(top.physical, op) == {ActionVerdict.allow} for op in operations
     )
-    if fast:
-        return []
-    entries = []
-    asked = False
-    for entry in walk_subtree(top):
-        entries.append(entry)
-        physical = f"{top.physical}/{entry.rel}" if top.physical != "/" else f"/{entry.rel}"
-        targets = [(physical, op) for op in operations]
-        if dest is not None:
-            targets += [(f"{dest}/{entry.rel}", op) for op in dest_operations]
-        for path, op in targets:
-            verdict = policy.decide(path, op)
-            if verdict is ActionVerdict.deny:
+    if uniform and not reads_content:
+        return
+    targets = [(top.physical, op) for op in operations]
+    if dest is not None:
+        targets += [(dest, op) for op in dest_operations]
+    paths_needed = not uniform and any(policy.needs_paths_below(r, op) for r, op in targets)
+    rels: list[str] | None = [] if paths_needed else None
+    names: list[str] = []
+    files: list[tuple[str, os.stat_result]] | None = [] if reads_content else None
+    _scan(reopen(top, DIR_FLAGS), "", rels, names, files)
+    if not uniform:
+        for root, op in targets:
+            verdicts = policy.subtree_verdicts(root, rels, op, names)
+            if ActionVerdict.deny in verdicts:
                 raise PermissionDenied(
                     f"{op.value} {display}: the command would reach paths below it that the "
                     "policy does not allow; use a narrower path"
                 )
-            if verdict is ActionVerdict.ask and not asked:
-                asked = True
+            if ActionVerdict.ask in verdicts:
                 guard.pending_asks.append((op, f"everything below {display}"))
-        if reads_content and not stat.S_ISDIR(entry.st.st_mode):
-            if not (stat.S_ISREG(entry.st.st_mode) or stat.S_ISLNK(entry.st.st_mode)):
-                raise AccessError(
-                    f"{display}: contains {describe_kind(entry.st)} ({entry.rel}); refused"
-                )
-            if stat.S_ISREG(entry.st.st_mode) and entry.st.st_nlink > 1:
-                raise AccessError(f"{display}: contains a hard-linked file ({entry.rel}); refused")
-    return entries
+    for rel, st in files or ():
+        if not stat.S_ISREG(st.st_mode):
+            raise AccessError(f"{display}: contains {describe_kind(st)} ({rel}); refused")
+        if st.st_nlink > 1:
+            raise AccessError(f"{display}: contains a hard-linked file ({rel}); refused")
 
 
 def temp_name(name: str) -> str:
@@ -169,7 +159,7 @@ def temp_name(name: str) -> str:
 def atomic_write(
     parent_fd: int,
     name: str,
-    chunks: Iterator[bytes] | list[bytes],
+    chunks: Iterator[bytes] | list[bytes] | list[bytes | memoryview],
     mode: int,
     owner: tuple[int, int] | None = None,
 ) -> None:

@@ -20,6 +20,8 @@ from roboz.shed.sandbox.patterns import (
     components,
     covers_all_below,
     may_match_below,
+    name_only_below,
+    name_regex,
     pattern_regex,
 )
 
@@ -58,6 +60,11 @@ class PermissionPolicy:
     ask: tuple[PermissionRule, ...] = ()
     precedence: ActionVerdict = ActionVerdict.deny
     _matchers: dict[Operation, re.Pattern[str]] = field(init=False, repr=False)
+    _bulk: dict[Operation, re.Pattern[str]] = field(init=False, repr=False)
+    _order: tuple[ActionVerdict, ...] = field(init=False, repr=False)
+    _name_matchers: dict[tuple[tuple[ActionVerdict, str], ...], re.Pattern[str]] = field(
+        init=False, repr=False
+    )
     _rules: tuple[_CompiledRule, ...] = field(init=False, repr=False)
     _base: str = field(init=False, repr=False)
 
@@ -73,6 +80,8 @@ class PermissionPolicy:
             if self.precedence is ActionVerdict.deny
             else (ActionVerdict.allow, ActionVerdict.deny, ActionVerdict.ask)
         )
+        self._order = order
+        self._name_matchers = {}
         groups = {
             ActionVerdict.allow: self.allow,
             ActionVerdict.deny: self.deny,
@@ -80,18 +89,27 @@ class PermissionPolicy:
         }
         compiled: list[_CompiledRule] = []
         self._matchers = {}
+        self._bulk = {}
         for operation in Operation:
-            alternatives = []
+            single, bulk = [], []
             for verdict in order:
-                regexes = []
+                patterns = []
                 for rule in groups[verdict]:
                     if not isinstance(rule, PermissionRule):
                         raise TypeError(f"rules must be PermissionRule, got {rule!r}")
                     if operation in rule.operations:
-                        regexes.append(pattern_regex(absolute_pattern(rule.pattern, base)))
-                if regexes:
-                    alternatives.append(f"(?P<{verdict.value}>{'|'.join(regexes)})")
-            self._matchers[operation] = re.compile("|".join(alternatives) or "(?!)", re.DOTALL)
+                        patterns.append(absolute_pattern(rule.pattern, base))
+                if patterns:
+                    name = verdict.value
+                    single.append(f"(?P<{name}>{'|'.join(pattern_regex(p) for p in patterns)})")
+                    bulk.append(
+                        f"(?P<{name}>"
+                        f"{'|'.join(pattern_regex(p, multiline=True) for p in patterns)})"
+                    )
+            self._matchers[operation] = re.compile("|".join(single) or "(?!)", re.DOTALL)
+            self._bulk[operation] = re.compile(
+                "^(?:" + ("|".join(bulk) or "(?!)") + ")$", re.MULTILINE
+            )
         for verdict, rules in groups.items():
             for rule in rules:
                 parts = components(absolute_pattern(rule.pattern, base))
@@ -116,6 +134,95 @@ class PermissionPolicy:
     def verdict(self, path: str | os.PathLike[str], operation: Operation) -> ActionVerdict:
         """The verdict for any path (relative to base or absolute); no file system access."""
         return self.decide(self.normalize(path), operation)
+
+    def verdicts_of(self, paths: list[str], operation: Operation) -> set[ActionVerdict]:
+        """The set of verdicts over many normalized absolute paths, in one regex pass."""
+        if not paths:
+            return set()
+        if any("\n" in path or path == "/" for path in paths):
+            return {self.decide(path, operation) for path in paths}
+        found: set[ActionVerdict] = set()
+        matched = 0
+        for match in self._bulk[operation].finditer("\n".join(paths)):
+            found.add(ActionVerdict(match.lastgroup or self.default_verdict))
+            matched += 1
+        if matched < len(paths):
+            found.add(self.default_verdict)
+        return found
+
+    def needs_paths_below(self, top: str, operation: Operation) -> bool:
+        """Whether deciding below ``top`` needs whole paths (else names suffice)."""
+        parts = components(top)
+        return any(
+            operation in rule.operations
+            and may_match_below(rule.parts, parts)
+            and not covers_all_below(rule.parts, parts)
+            and name_only_below(rule.parts, parts) is None
+            for rule in self._rules
+        )
+
+    def subtree_verdicts(
+        self, top: str, rels: list[str] | None, operation: Operation, names: list[str]
+    ) -> set[ActionVerdict]:
+        """The verdicts of ``top + "/" + rel`` for every entry below directory ``top``.
+
+        ``names`` are the entries' own names, ``rels`` their paths relative to ``top`` (only
+        needed when ``needs_paths_below``). When every rule that can reach below ``top``
+        covers all of it or looks only at the final name (``.../**/NAME``), names are
+        matched instead of paths. A name with a newline in it counts as denied.
+        """
+        if not names:
+            return set()
+        parts = components(top)
+        covering: list[ActionVerdict] = []
+        by_name: list[tuple[ActionVerdict, str]] = []
+        for rule in self._rules:
+            if operation not in rule.operations or not may_match_below(rule.parts, parts):
+                continue
+            if covers_all_below(rule.parts, parts):
+                covering.append(rule.verdict)
+                continue
+            name = name_only_below(rule.parts, parts)
+            if name is None:
+                if rels is None:
+                    raise ValueError("these rules need whole paths (see needs_paths_below)")
+                prefix = top.rstrip("/") + "/"
+                return self.verdicts_of([prefix + rel for rel in rels], operation)
+            by_name.append((rule.verdict, name))
+        rank = {verdict: index for index, verdict in enumerate(self._order)}
+        floor = min(covering, key=rank.__getitem__) if covering else None
+        if not by_name:
+            return {floor if floor is not None else self.default_verdict}
+        joined = "\n".join(names)
+        if joined.count("\n") != len(names) - 1:  # a name with a newline in it
+            if rels is None:
+                return {ActionVerdict.deny}
+            prefix = top.rstrip("/") + "/"
+            return self.verdicts_of([prefix + rel for rel in rels], operation)
+        matcher = self._name_matcher(tuple(by_name))
+        found: set[ActionVerdict] = set()
+        matched = 0
+        for match in matcher.finditer(joined):
+            verdict = ActionVerdict(match.lastgroup or self.default_verdict)
+            if floor is not None and rank[floor] < rank[verdict]:
+                verdict = floor
+            found.add(verdict)
+            matched += 1
+        if matched < len(names):
+            found.add(floor if floor is not None else self.default_verdict)
+        return found
+
+    def _name_matcher(self, rules: tuple[tuple[ActionVerdict, str], ...]) -> re.Pattern[str]:
+        cached = self._name_matchers.get(rules)
+        if cached is None:
+            groups = []
+            for verdict in self._order:
+                names = [name_regex(name) for v, name in rules if v is verdict]
+                if names:
+                    groups.append(f"(?P<{verdict.value}>{'|'.join(names)})")
+            cached = re.compile("^(?:" + "|".join(groups) + ")$", re.MULTILINE)
+            self._name_matchers[rules] = cached
+        return cached
 
     def verdicts_below(self, directory: str, operation: Operation) -> frozenset[ActionVerdict]:
         """Every verdict some strict descendant of ``directory`` could get (an over-estimate).
