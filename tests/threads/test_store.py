@@ -13,11 +13,13 @@ from roboz.threads import (
     AgentMessage,
     AgentMessageStatus,
     AgentRole,
+    AgentTask,
     AgentTextContent,
     AgentThreadStatus,
     AgentToolUseContent,
     CorruptRecordError,
     MessageFinalizedError,
+    MessageGeneratingError,
     MessageNotFoundError,
     SchemaVersionError,
     SQLiteThreadStore,
@@ -132,7 +134,9 @@ def test_fork_copies_up_to_a_message_and_drops_origin_fields(store: SQLiteThread
         created_from_agent_id="ag_1",
         created_from_trigger_id="tr_1",
         model_profile="standard",
+        visibility=ThreadVisibility.ORG,
     )
+    store.set_tasks(source.thread_id, [AgentTask(task_id="t", position=0, title="x")])
     for i in range(4):
         store.append_message(source.thread_id, AgentMessage.text(f"m{i}"), allow_read_only=True)
     fork = store.fork_thread(source.thread_id, 1, created_by="kim")
@@ -146,6 +150,9 @@ def test_fork_copies_up_to_a_message_and_drops_origin_fields(store: SQLiteThread
     assert fork.origin is ThreadOrigin.API and not fork.is_read_only()
     assert fork.created_from_agent_id is None and fork.created_from_trigger_id is None
     assert fork.org_id == "org" and fork.title == "Source" and fork.model_profile == "standard"
+    assert fork.visibility is ThreadVisibility.PRIVATE  # the forker's own thread
+    assert fork.tasks == [] and fork.status is AgentThreadStatus.USER_TURN
+    assert store.get_thread(source.thread_id).visibility is ThreadVisibility.ORG
     store.append_message(fork.thread_id, AgentMessage.text("continue here"))
     assert len(store.get_thread(source.thread_id).messages) == 4  # the source is unaffected
     with pytest.raises(MessageNotFoundError):
@@ -155,7 +162,7 @@ def test_fork_copies_up_to_a_message_and_drops_origin_fields(store: SQLiteThread
 def test_fork_through_an_unfinished_message_is_refused(store: SQLiteThreadStore) -> None:
     thread_id = store.create_thread(org_id="o", created_by="u").thread_id
     store.append_message(thread_id, generating("draft"))
-    with pytest.raises(MessageFinalizedError, match="still being generated"):
+    with pytest.raises(MessageGeneratingError, match="still being generated"):
         store.fork_thread(thread_id, 0, created_by="u")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from roboz.threads.compression import CompressionTier, compressed_view
 from roboz.threads.content import decode_blocks
 from roboz.threads.errors import ContinuationTokenError, CorruptRecordError, ThreadNotFoundError
 from roboz.threads.record import AgentMessage, AgentRole, AgentThreadDelta, AgentThreadRecord
@@ -137,3 +138,23 @@ def read_delta(
         tasks=record.tasks if full or changed[2] else None,
         goals=record.goals if full or changed[3] else None,
     )
+
+
+def read_compressed_view(
+    conn: sqlite3.Connection, thread_id: str, tier: CompressionTier
+) -> list[AgentMessage]:
+    """The thread at ``tier``, from the originals and stored variants in one snapshot."""
+    thread_row(conn, thread_id)
+    message_rows = conn.execute(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,)
+    ).fetchall()
+    variant_rows = conn.execute(
+        "SELECT seq, tier, content FROM compressed WHERE thread_id = ?", (thread_id,)
+    ).fetchall()
+    originals = [message_from_row(thread_id, row) for row in message_rows]
+    variants: dict[int, dict[CompressionTier, AgentMessage]] = {}
+    for seq, tier_value, content in variant_rows:
+        blocks = decode_content(thread_id, seq, content)
+        variant = originals[seq].model_copy(update={"content": blocks})
+        variants.setdefault(seq, {})[CompressionTier(tier_value)] = variant
+    return compressed_view(originals, variants, tier)

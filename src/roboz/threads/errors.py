@@ -27,6 +27,10 @@ class MessageFinalizedError(ThreadError):
     """An in-place update was attempted on a message that already reached a terminal status."""
 
 
+class MessageGeneratingError(ThreadError, ValueError):
+    """The operation needs finished messages but one is still being generated."""
+
+
 class ContinuationTokenError(ThreadError, ValueError):
     """A continuation token that is malformed, belongs to another thread, or is from the future."""
 

@@ -17,9 +17,9 @@ from typing import Any
 from roboz.threads._rows import (
     MESSAGE_COLUMNS,
     THREAD_COLUMNS,
-    decode_content,
     dump_list,
     message_from_row,
+    read_compressed_view,
     read_delta,
     record_from_row,
     thread_row,
@@ -28,13 +28,13 @@ from roboz.threads._schema import ensure_schema
 from roboz.threads._sqlite import Connections, bump_revision
 from roboz.threads.compression import (
     CompressionTier,
-    compressed_view,
     ensure_verbatim,
     validate_variant,
 )
 from roboz.threads.content import encode_blocks
 from roboz.threads.errors import (
     MessageFinalizedError,
+    MessageGeneratingError,
     MessageNotFoundError,
     ThreadNotFoundError,
     ThreadReadOnlyError,
@@ -92,7 +92,6 @@ class SQLiteThreadStore:
         created_from_agent_id: str | None = None,
         created_from_trigger_id: str | None = None,
         messages: Sequence[AgentMessage] = (),
-        _forked_from: tuple[str, int] | None = None,
     ) -> AgentThreadRecord:
         """Create a thread (optionally with first messages) and return its record."""
         meta: dict[str, Any] = {
@@ -101,9 +100,19 @@ class SQLiteThreadStore:
             "model_profile": model_profile,
             "created_from_agent_id": created_from_agent_id,
             "created_from_trigger_id": created_from_trigger_id,
-            "forked_from_thread_id": _forked_from[0] if _forked_from else None,
-            "forked_from_message_sequence_num": _forked_from[1] if _forked_from else None,
         }
+        return self._create(org_id, created_by, thread_id, title, origin, meta, messages)
+
+    def _create(
+        self,
+        org_id: str,
+        created_by: str,
+        thread_id: str | None,
+        title: str | None,
+        origin: ThreadOrigin | None,
+        meta: dict[str, Any],
+        messages: Sequence[AgentMessage],
+    ) -> AgentThreadRecord:
         status = AgentThreadStatus.USER_TURN if messages else AgentThreadStatus.NOT_STARTED
         thread_id = thread_id or new_thread_id()
         for message in messages:
@@ -168,11 +177,13 @@ class SQLiteThreadStore:
         created_by: str,
         created_by_principal: str | None = None,
         title: str | None = None,
+        visibility: ThreadVisibility = ThreadVisibility.PRIVATE,
     ) -> AgentThreadRecord:
         """A new, writable thread holding copies of messages 0..``up_to_sequence_num``.
 
-        The fork keeps the source's org, visibility, model profile and (unless given) title;
-        it does not inherit origin, tasks, goals or the created_from_* fields.
+        The fork belongs to ``created_by`` (private unless ``visibility`` says otherwise) and
+        keeps the source's org, model profile and, unless given, title. It does not inherit
+        origin, tasks, goals or the created_from_* fields: a fork is its own thread.
         """
         source = self.get_thread(source_thread_id, with_tasks_and_goals=False)
         if not 0 <= up_to_sequence_num < len(source.messages):
@@ -182,19 +193,18 @@ class SQLiteThreadStore:
         copied = source.messages[: up_to_sequence_num + 1]
         unfinished = [i for i, m in enumerate(copied) if not m.status.is_terminal()]
         if unfinished:
-            raise MessageFinalizedError(
+            raise MessageGeneratingError(
                 f"cannot fork through message(s) {unfinished} still being generated"
             )
-        return self.create_thread(
-            org_id=source.org_id,
-            created_by=created_by,
-            created_by_principal=created_by_principal,
-            title=title if title is not None else source.title,
-            visibility=source.visibility,
-            model_profile=source.model_profile,
-            messages=copied,
-            _forked_from=(source_thread_id, up_to_sequence_num),
-        )
+        meta: dict[str, Any] = {
+            "visibility": ThreadVisibility(visibility).value,
+            "created_by_principal": created_by_principal,
+            "model_profile": source.model_profile,
+            "forked_from_thread_id": source_thread_id,
+            "forked_from_message_sequence_num": up_to_sequence_num,
+        }
+        title = title if title is not None else source.title
+        return self._create(source.org_id, created_by, None, title, ThreadOrigin.API, meta, copied)
 
     def set_status(self, thread_id: str, status: AgentThreadStatus) -> None:
         with self._write() as conn:
@@ -382,19 +392,4 @@ class SQLiteThreadStore:
     def get_compressed_thread(self, thread_id: str, tier: CompressionTier) -> list[AgentMessage]:
         """The thread's messages as seen at ``tier`` (originals where no variant exists)."""
         with self._read() as conn:
-            thread_row(conn, thread_id)
-            message_rows = conn.execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? ORDER BY seq",
-                (thread_id,),
-            ).fetchall()
-            variant_rows = conn.execute(
-                "SELECT seq, tier, content FROM compressed WHERE thread_id = ?", (thread_id,)
-            ).fetchall()
-        originals = [message_from_row(thread_id, row) for row in message_rows]
-        variants: dict[int, dict[CompressionTier, AgentMessage]] = {}
-        for seq, tier_value, content in variant_rows:
-            blocks = decode_content(thread_id, seq, content)
-            variants.setdefault(seq, {})[CompressionTier(tier_value)] = originals[seq].model_copy(
-                update={"content": blocks}
-            )
-        return compressed_view(originals, variants, CompressionTier(tier))
+            return read_compressed_view(conn, thread_id, CompressionTier(tier))
