@@ -289,3 +289,25 @@ def test_events_of_other_agents_are_ignored(store: SQLiteThreadStore) -> None:
     (message,) = store.get_thread(thread_id).messages
     result = message.content[1]
     assert isinstance(result, AgentToolResultContent) and result.runtime_ms == 250
+
+
+def test_loading_a_skill_answers_its_tool_use(store: SQLiteThreadStore) -> None:
+    from roboz import Skill
+
+    manners = Skill(name="manners", description="Be polite", instructions="Say please.")
+    thread_id = store.create_thread(org_id="o", created_by="u").thread_id
+    sink = ThreadRecorder(store, thread_id)
+    Agent(
+        name="a",
+        agent_endpoint=MockLLMEndpoint([{"action": "manners"}, {"action": "stop", "value": "ok"}]),
+        tools=[roboz.tools.stop],
+        skills=[manners],
+        event_sinks=[sink],
+    ).invoke()
+    messages = store.get_thread(thread_id).messages
+    uses = [b for m in messages for b in m.content if isinstance(b, AgentToolUseContent)]
+    results = [b for m in messages for b in m.content if isinstance(b, AgentToolResultContent)]
+    assert [u.tool_name for u in uses] == ["manners", "stop"]
+    assert [r.tool_use_id for r in results] == [u.tool_use_id for u in uses]
+    assert results[0].payload == {"skill": "manners", "loaded": True}
+    assert all(m.is_complete() for m in messages)
