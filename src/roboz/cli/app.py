@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from roboz.cli import env, inventory, scaffold
+from roboz.cli import env, inventory, scaffold, scripts
 from roboz.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
 
 app = typer.Typer(
@@ -29,8 +29,7 @@ app.add_typer(inventory.app, name="inventory")
 app.add_typer(env.app, name="env")
 app.add_typer(scaffold.tool_app, name="tool")
 app.add_typer(scaffold.skill_app, name="skill")
-# `roboz scripts ...` (SafeScripts) is registered here, by its owner, in one line:
-#     app.add_typer(scripts.app, name="scripts")   # from roboz.cli import scripts
+app.add_typer(scripts.app, name="scripts")
 
 
 class _Run:
