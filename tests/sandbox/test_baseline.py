@@ -157,3 +157,40 @@ def _host_processes_matching(text: str) -> list[int]:
 def test_signal_death_is_reported(sandbox: Sandbox) -> None:
     r = sandbox.sh("kill -TERM $$")
     assert r.outcome.status == "killed" and r.outcome.signal == signal.SIGTERM, r
+
+
+def test_direct_fork_mode_gives_the_same_isolation(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the zygote (fallback, and rootless), the helper forks the run itself."""
+    from roboz_helper.sandbox import runner
+
+    monkeypatch.setattr(runner, "USE_ZYGOTE", False)
+    r = sandbox.sh("id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; ls /proc/$$/fd")
+    assert r.outcome.status == "success", r
+    assert r.out.split() == [
+        str(RUN_UID),
+        "CapEff:",
+        "0000000000000000",
+        "NoNewPrivs:",
+        "1",
+        "0",
+        "1",
+        "2",
+        "63",
+    ], r  # fmt: skip  (63: bash keeps its script on the highest fd below NOFILE=64)
+    r = sandbox.sh("sleep 60 & sleep 60", timeout_s=1.0)
+    assert r.outcome.status == "timeout", r
+
+
+def test_a_dead_zygote_is_restarted(sandbox: Sandbox) -> None:
+    from roboz_helper.sandbox import zygote
+
+    assert sandbox.exec("/bin/true").outcome.status == "success"
+    proc = zygote.get().proc
+    assert proc is not None
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    r = sandbox.exec("/bin/true")
+    assert r.outcome.status == "success", r
+    assert zygote.get().proc is not None and zygote.get().proc.pid != proc.pid

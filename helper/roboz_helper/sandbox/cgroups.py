@@ -124,9 +124,11 @@ def _probe_v2() -> Backend | None:
 def _probe_v1() -> Backend | None:
     own = _own_cgroups()
     bases: dict[str, str] = {}
-    for ctrl in ("pids", "memory", "freezer"):
+    for ctrl in ("pids", "memory", "freezer", "cpuacct"):
         mount = _v1_mount(ctrl)
         if mount is None:
+            if ctrl == "cpuacct":  # optional: CPU time of killed runs
+                continue
             return None
         bases[ctrl] = os.path.normpath(f"{mount}/{own.get(ctrl, '/')}/{V1_DIR}")
     try:
@@ -150,6 +152,7 @@ class Usage:
     peak_memory_bytes: int = 0
     oom_killed: bool = False
     pids_limited: bool = False
+    cpu_s: float = 0.0
 
 
 def _start_time(pid: int) -> str | None:
@@ -236,6 +239,7 @@ class RunCgroup:
                     u.peak_memory_bytes = int(_read(f"{d}/memory.peak"))
                 u.oom_killed = _keyed(_read(f"{d}/memory.events")).get("oom_kill", 0) > 0
                 u.pids_limited = _keyed(_read(f"{d}/pids.events")).get("max", 0) > 0
+                u.cpu_s = _keyed(_read(f"{d}/cpu.stat")).get("usage_usec", 0) / 1e6
             else:
                 mem = self.dirs["memory"]
                 u.peak_memory_bytes = int(_read(f"{mem}/memory.max_usage_in_bytes"))
@@ -245,6 +249,8 @@ class RunCgroup:
                     u.oom_killed = int(_read(f"{mem}/memory.failcnt")) > 0
                 pev = _keyed(_read(f"{self.dirs['pids']}/pids.events"))
                 u.pids_limited = pev.get("max", 0) > 0
+                if "cpuacct" in self.dirs:
+                    u.cpu_s = int(_read(f"{self.dirs['cpuacct']}/cpuacct.usage")) / 1e9
         return u
 
     def kill_once(self) -> bool:

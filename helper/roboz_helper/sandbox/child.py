@@ -117,6 +117,7 @@ def _wipe_inherited_memory() -> None:
 
 
 def stage_a(plan: ChildPlan) -> NoReturn:
+    """Direct mode only (no zygote): the helper's child that makes the pid namespace."""
     try:
         # A collection would walk (and so copy-on-write fault) the helper's whole heap.
         gc.disable()
@@ -124,13 +125,8 @@ def stage_a(plan: ChildPlan) -> NoReturn:
         _die_with_parent()
         if os.getppid() != plan.helper_pid:
             os._exit(EXIT_SETUP_FAILED)
-        # Stay out of the OOM killer's choice (best effort: needs CAP_SYS_RESOURCE); A and B
-        # are outside the run's cgroup anyway, so a memory-cgroup OOM never picks them.
-        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-            f.write("-1000")
-        namespaces.enter_run_namespaces(plan.rootless, plan.outer_uid, plan.outer_gid)
-        if plan.network == "loopback":
-            network.bring_up_loopback()
+        _avoid_oom_killer()
+        namespaces.enter_pid_namespace(plan.rootless, plan.outer_uid, plan.outer_gid)
         alive_r, alive_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
@@ -154,16 +150,31 @@ def stage_a(plan: ChildPlan) -> NoReturn:
     os._exit(0)
 
 
+def _avoid_oom_killer() -> None:
+    """Stay out of the OOM killer's choice (best effort: needs CAP_SYS_RESOURCE); the set-up
+    processes are outside the run's cgroup anyway, so a memory-cgroup OOM never picks them."""
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("-1000")
+
+
 def stage_b(plan: ChildPlan, alive_r: int) -> NoReturn:
+    """pid 1 of the run's pid namespace. ``alive_r`` is the read end of a pipe whose write end
+    only the parent holds: EOF means the parent is already gone (PDEATHSIG covers later)."""
     try:
+        gc.disable()
+        _reset_signals(plan.reset_signals)
         _die_with_parent()
         os.set_blocking(alive_r, False)
         try:
             if os.read(alive_r, 1) == b"":
-                os._exit(EXIT_SETUP_FAILED)  # A is already gone
+                os._exit(EXIT_SETUP_FAILED)  # the parent is already gone
         except BlockingIOError:
             pass
         os.close(alive_r)
+        _avoid_oom_killer()
+        sc.unshare(namespaces.INIT_NAMESPACES)
+        if plan.network == "loopback":
+            network.bring_up_loopback()
         _wipe_inherited_memory()
         mounts.build_root(plan.mounts)
         sc.sethostname(namespaces.HOSTNAME)
@@ -231,6 +242,7 @@ def stage_c(plan: ChildPlan) -> NoReturn:
         # Only 0, 1, 2 survive exec: close everything else except the (close-on-exec) error
         # pipe, which exec closes itself.
         setup_w = plan.setup_w
+        os.set_inheritable(setup_w, False)  # exec closes it: EOF tells the parent exec worked
         if setup_w > 3:
             os.closerange(3, setup_w)
         sc.close_from(setup_w + 1)

@@ -1,8 +1,9 @@
 """Which namespaces a run gets, and the user-namespace mappings of a rootless helper.
 
-A root helper unshares mount, pid, network, ipc and uts namespaces in the first child (the pid
-namespace applies to that child's children, so the second child is the run's pid 1); the run
-process itself later enters a fresh cgroup namespace rooted at its own cgroup.
+The process that forks the run's pid 1 (the zygote, or a first child of the helper) unshares
+the pid namespace, which applies to its next child only; that child, pid 1, unshares mount,
+network, ipc and uts namespaces for itself; the run process later enters a fresh cgroup
+namespace rooted at its own cgroup.
 
 A helper that is not root first creates a user namespace mapping only its own uid/gid to 0
 (so the set-up steps have capabilities there), and the run process creates a second, nested
@@ -16,9 +17,9 @@ import os
 
 from . import syscalls as sc
 
-RUN_NAMESPACES = (
-    sc.CLONE_NEWNS | sc.CLONE_NEWPID | sc.CLONE_NEWNET | sc.CLONE_NEWIPC | sc.CLONE_NEWUTS
-)
+# What pid 1 of the run unshares for itself (its parent made the pid namespace).
+INIT_NAMESPACES = sc.CLONE_NEWNS | sc.CLONE_NEWNET | sc.CLONE_NEWIPC | sc.CLONE_NEWUTS
+RUN_NAMESPACES = INIT_NAMESPACES | sc.CLONE_NEWPID
 HOSTNAME = "roboz-sandbox"
 
 
@@ -37,12 +38,14 @@ def map_self(inside_uid: int, inside_gid: int, outside_uid: int, outside_gid: in
     _write("/proc/self/gid_map", f"{inside_gid} {outside_gid} 1\n")
 
 
-def enter_run_namespaces(rootless: bool, outer_uid: int, outer_gid: int) -> None:
+def enter_pid_namespace(rootless: bool, outer_uid: int, outer_gid: int) -> None:
+    """Make the next child the pid 1 of a new pid namespace (rootless: inside a new user
+    namespace in which this process is 0, so that the child can create the others)."""
     if rootless:
-        sc.unshare(sc.CLONE_NEWUSER | RUN_NAMESPACES)
+        sc.unshare(sc.CLONE_NEWUSER | sc.CLONE_NEWPID)
         map_self(0, 0, outer_uid, outer_gid)
     else:
-        sc.unshare(RUN_NAMESPACES)
+        sc.unshare(sc.CLONE_NEWPID)
 
 
 def enter_run_user_namespace(uid: int, gid: int) -> None:

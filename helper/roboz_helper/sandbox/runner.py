@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import struct
@@ -20,11 +21,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import cgroups, child, mounts, network, rlimits
+from . import cgroups, child, mounts, network, rlimits, zygote
 from .seccomp import DENIAL_NOTE
 from .spec import SandboxError, SandboxOutcome, SandboxSpec, validate
 from .support import sandbox_support
 
+log = logging.getLogger(__name__)
+# Fork runs from the pre-started zygote (see zygote.py); False forks the helper itself.
+USE_ZYGOTE = os.environ.get("ROBOZ_SANDBOX_ZYGOTE", "1") != "0"
 OnOutput = Callable[[int, bytes], Awaitable[None]]
 READ_CHUNK = 65536
 KILL_RETRY_S = 1.0
@@ -62,6 +66,7 @@ class _Run:
         self.pid_b: int | None = None
         self.pidfd_b: int | None = None
         self.status_buf = b""
+        self.expect_pid = True
         self.queue: asyncio.Queue[tuple[int, bytes | None]] = asyncio.Queue()
         self.exited = self.loop.create_future()
         self.fds: dict[str, int] = {}
@@ -103,7 +108,11 @@ class _Run:
             self._remove_reader(fd)
             return
         self.status_buf += data
-        if self.pid_b is None and len(self.status_buf) >= struct.calcsize(child.PID_FORMAT):
+        if (
+            self.expect_pid
+            and self.pid_b is None
+            and len(self.status_buf) >= struct.calcsize(child.PID_FORMAT)
+        ):
             (self.pid_b,) = struct.unpack_from(child.PID_FORMAT, self.status_buf)
             try:
                 self.pidfd_b = os.pidfd_open(self.pid_b)
@@ -189,8 +198,21 @@ class _Run:
 
     async def run(self, plan_args: dict[str, Any]) -> SandboxOutcome:
         started = time.monotonic()
-        self.pid_a = _fork_run(self.fds, plan_args, self.cg)
-        self.pidfd_a = os.pidfd_open(self.pid_a)
+        # Starting the run is not interruptible half-way (the zygote's reply must be read and
+        # whatever was started must be killed); a cancellation is honoured right after.
+        spawn = asyncio.ensure_future(_fork_run(self.fds, plan_args, self.cg))
+        cancelled = False
+        while not spawn.done():
+            try:
+                await asyncio.shield(spawn)
+            except asyncio.CancelledError:
+                cancelled = True
+        self.pid_a, self.pidfd_a, own_child = spawn.result()
+        # Direct mode: pidfd_a is the set-up process, which reports pid 1's pid first on the
+        # status pipe. Zygote mode: pidfd_a is pid 1 itself.
+        self.expect_pid = own_child
+        if cancelled:
+            self.reason = "cancelled"
         for name in ("out_r", "err_r", "status_r", "setup_r"):
             os.set_blocking(self.fds[name], False)
         self._add_reader(self.pidfd_a, self._on_exit)
@@ -200,6 +222,8 @@ class _Run:
         timer = self.loop.call_at(self.loop.time() + self.spec.timeout_s, self._on_deadline)
         try:
             try:
+                if cancelled:
+                    raise asyncio.CancelledError
                 await self._pump()
                 await self._wait_gone()
             except asyncio.CancelledError:
@@ -217,7 +241,7 @@ class _Run:
             timer.cancel()
             for fd in list(self.readers):
                 self._remove_reader(fd)
-            rusage = _reap(self.pid_a)
+            rusage = _reap(self.pid_a) if own_child else None
             self._on_status_final()
         return self._outcome(time.monotonic() - started, rusage)
 
@@ -232,16 +256,16 @@ class _Run:
         with contextlib.suppress(OSError):
             setup_error = os.read(self.fds["setup_r"], 8192)
         usage = self.cg.usage() if self.cg is not None else cgroups.Usage()
-        pid_size = struct.calcsize(child.PID_FORMAT)
+        pid_size = struct.calcsize(child.PID_FORMAT) if self.expect_pid else 0
         st_size = struct.calcsize(child.STATUS_FORMAT)
         status = None
-        cpu = (rusage.ru_utime + rusage.ru_stime) if rusage is not None else 0.0
+        cpu = (rusage.ru_utime + rusage.ru_stime) if rusage is not None else usage.cpu_s
         peak = usage.peak_memory_bytes
         if len(self.status_buf) >= pid_size + st_size:
             status, cpu_us, maxrss = struct.unpack_from(
                 child.STATUS_FORMAT, self.status_buf, pid_size
             )
-            cpu = cpu_us / 1e6
+            cpu = max(cpu_us / 1e6, usage.cpu_s)
             if self.cg is None:
                 peak = maxrss
 
@@ -320,7 +344,11 @@ def _reap(pid: int) -> Any:
             return None
 
 
-def _fork_run(fds: dict[str, int], plan_args: dict[str, Any], cg: cgroups.RunCgroup | None) -> int:
+async def _fork_run(
+    fds: dict[str, int], plan_args: dict[str, Any], cg: cgroups.RunCgroup | None
+) -> tuple[int, int, bool]:
+    """Start stage A: (pid, pidfd, is_our_child). Through the zygote when it works (cheap,
+    single-threaded parent), else by forking the helper itself."""
     procs = cg.open_procs_fds() if cg is not None else []
     try:
         for name in ("out", "err", "setup", "status"):
@@ -334,10 +362,16 @@ def _fork_run(fds: dict[str, int], plan_args: dict[str, Any], cg: cgroups.RunCgr
             cgroup_procs_fds=tuple(procs),
             **plan_args,
         )
+        if USE_ZYGOTE and not plan.rootless:  # rootless: see README (direct mode only)
+            try:
+                pid, pidfd = await zygote.get().spawn(plan)
+                return pid, pidfd, False
+            except OSError as exc:
+                log.warning("sandbox zygote unavailable, forking the helper: %s", exc)
         pid = os.fork()
         if pid == 0:
             child.stage_a(plan)
-        return pid
+        return pid, os.pidfd_open(pid), True
     finally:
         for fd in procs:
             os.close(fd)

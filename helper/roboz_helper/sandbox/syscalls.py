@@ -95,6 +95,10 @@ def unshare(flags: int) -> None:
     _check(_syscall(NR["unshare"], ctypes.c_int(flags)), "unshare")
 
 
+def setns(fd: int, nstype: int) -> None:
+    _check(_syscall(NR["setns"], ctypes.c_int(fd), ctypes.c_int(nstype)), "setns")
+
+
 def mount(
     source: str | None, target: str, fstype: str | None, flags: int, data: str | None
 ) -> None:
