@@ -237,3 +237,70 @@ def test_input_model_rejects_nul_and_bad_tags():
         FileCommandInput.model_validate({"value": [["cat", "SHELL"]]})
     parsed = FileCommandInput.model_validate({"value": [["cat", "CMD"], ["a", "PTH"]]})
     assert parsed.value[1] == ("a", "PTH")
+
+
+def _native(argv, cwd):
+    import subprocess
+
+    completed = subprocess.run(argv, cwd=cwd, capture_output=True, check=True)
+    return completed.stdout.decode("utf-8", "replace")
+
+
+def test_wc_and_tail_stream_large_files_like_coreutils(ws):
+    chunk = 1 << 20
+    text = ("wörd " * 50_000 + "\n") * 3
+    data = text.encode()
+    # a word and a multi-byte character straddle the 1 MiB read boundary
+    data = data[: chunk - 3] + "straddling€word".encode() + data[chunk - 3 :] + b"tail no newline"
+    (ws.base / "notes/big.txt").write_bytes(data)
+    for flags in (["-l"], ["-w"], ["-c"], ["-m"], []):
+        ours = ws.run("wc:CMD", *[f"{f}:FLG" for f in flags], "notes/big.txt:PTH")
+        native = _native(["wc", *flags, "notes/big.txt"], ws.base)
+        assert ours.commands[0].stdout.split() == native.split(), flags
+    for flags in (["-n", "2"], ["-n", "+3"], ["-c", "20"], ["-n", "0"]):
+        ours = ws.run(
+            "tail:CMD",
+            f"{flags[0]}:FLG",
+            f"{flags[1]}:ARG",
+            "notes/big.txt:PTH",
+            limits=Limits(output_limit=10_000_000),
+        )
+        assert ours.commands[0].stdout == _native(["tail", *flags, "notes/big.txt"], ws.base)
+
+
+def test_find_newer_diff_recursive_and_ls_directory(ws):
+    import os as _os
+
+    (ws.base / "notes/old.txt").write_bytes(b"old\n")
+    _os.utime(ws.base / "notes/old.txt", (1, 1))
+    _os.utime(ws.base / "notes/a.txt", (10, 10))
+    _os.utime(ws.base / "notes/sub/b.md", (10, 10))
+    result = ws.run(
+        "find:CMD", "notes:PTH", "-type:FLG", "f:ARG", "-newer:FLG", "notes/old.txt:PTH"
+    )
+    assert sorted(result.commands[0].stdout.split()) == ["notes/a.txt", "notes/sub/b.md"]
+    ws.run("cp:CMD", "-r:FLG", "notes/sub:PTH", "notes/sub2:PTH")
+    (ws.base / "notes/sub2/b.md").write_bytes(b"changed\n")
+    result = ws.run("diff:CMD", "-r:FLG", "-q:FLG", "notes/sub:PTH", "notes/sub2:PTH")
+    assert result.commands[0].stdout.strip() == "Files notes/sub/b.md and notes/sub2/b.md differ"
+    result = ws.run("diff:CMD", "notes/sub:PTH", "notes/a.txt:PTH")
+    assert result.commands[0].state == "failed"
+    result = ws.run("ls:CMD", "-d:FLG", "notes/sub:PTH")
+    assert result.commands[0].stdout == "notes/sub\n"
+
+
+def test_symlinked_base_works(tmp_path):
+    from roboz.shed.models import PermissionRule
+    from roboz.shed.sandbox import PermissionPolicy
+
+    from .fileutil import toks
+
+    real = tmp_path / "real"
+    (real / "notes").mkdir(parents=True)
+    (real / "notes/x.txt").write_bytes(b"x\n")
+    (tmp_path / "link").symlink_to(real)
+    policy = PermissionPolicy(base=tmp_path / "link", allow=(PermissionRule(pattern="notes/**"),))
+    from roboz.shed.files import FileCommandEngine
+
+    result = FileCommandEngine(policy).run(toks("cat:CMD", "notes/x.txt:PTH"))
+    assert result.commands[0].stdout == "x\n"

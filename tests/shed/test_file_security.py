@@ -105,6 +105,7 @@ def test_symlinks_in_any_component_are_resolved_and_checked(ws):
 
 
 def test_recursion_never_follows_symlinks_out(ws):
+    (ws.base / "notes/empty").mkdir()
     os.symlink(ws.outside, ws.base / "notes/sub/out")
     os.symlink(ws.outside / "secret.txt", ws.base / "notes/sub/s.txt")
     for items in (
@@ -112,6 +113,8 @@ def test_recursion_never_follows_symlinks_out(ws):
         ("rg:CMD", "SECRET:ARG", "notes:PTH"),
         ("find:CMD", "notes:PTH", "-name:FLG", "inner.txt:ARG"),
         ("ls:CMD", "-R:FLG", "notes:PTH"),
+        ("diff:CMD", "-r:FLG", "notes/sub:PTH", "notes/empty:PTH"),
+        ("diff:CMD", "-r:FLG", "-N:FLG", "notes/sub:PTH", "notes/empty:PTH"),
         ("cat:CMD", "notes/**/*.txt:PTH"),
         ("cp:CMD", "-r:FLG", "notes/sub:PTH", "notes/copy:PTH"),
         ("rm:CMD", "-r:FLG", "notes/sub:PTH"),

@@ -9,6 +9,7 @@ mentioning ``/proc/self/fd/N`` is rewritten back to the path the command was giv
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 from roboz.shed.files.base import Invocation, Prepared
@@ -22,9 +23,13 @@ from roboz.shed.sandbox.guard import AccessError, PermissionDenied
 from roboz.shed.sandbox.resolve import Pinned
 
 
-def _rewrite(data: bytes, names: dict[int, str]) -> bytes:
+def _rewrite(data: bytes, names: dict[int, str], dotted: frozenset[int] = frozenset()) -> bytes:
     if b"/proc/self/fd/" not in data:
         return data
+    for fd in dotted:  # directories given as /proc/self/fd/N/. (see prepare_diff)
+        shown = names[fd].encode()
+        data = data.replace(b"/proc/self/fd/%d/./" % fd, shown + b"/")
+        data = re.sub(rb"/proc/self/fd/%d/\.(?=[:\s]|$)" % fd, lambda _m, shown=shown: shown, data)
     # Longest descriptor numbers first, so /proc/self/fd/31 is not read as fd 3 + "1".
     for fd in sorted(names, key=lambda number: -len(str(number))):
         data = data.replace(b"/proc/self/fd/%d" % fd, names[fd].encode())
@@ -38,6 +43,7 @@ class _Paths:
         self.inv = inv
         self.pinned: list[Pinned] = []
         self.names: dict[int, str] = {}
+        self.dotted: set[int] = set()
 
     def add(self, display: str, *, recursive: bool, content: bool, listing: bool) -> str:
         """Check and pin a READ operand; return the argument to give the program."""
@@ -114,8 +120,9 @@ def _prepared(
             cwd=cwd,
             env=env,
         )
-        outcome.stdout = _rewrite(outcome.stdout, paths.names)
-        outcome.stderr = _rewrite(outcome.stderr, paths.names)
+        dotted = frozenset(paths.dotted)
+        outcome.stdout = _rewrite(outcome.stdout, paths.names, dotted)
+        outcome.stderr = _rewrite(outcome.stderr, paths.names, dotted)
         return outcome
 
     return Prepared(run, paths.pinned)
@@ -230,7 +237,13 @@ def prepare_diff(inv: Invocation) -> Prepared:
             raise AccessError("diff: compare two files or two directories")
         if first.is_dir and not recursive:
             raise AccessError("diff: comparing directories needs -r")
-        extra = ["--no-dereference"] if recursive else []
+        extra = []
+        if first.is_dir:
+            # --no-dereference keeps diff from following symlinks inside the trees; the
+            # operands themselves are magic links, so they are given as DIR/. (a directory).
+            extra = ["--no-dereference"]
+            args = [f"{arg}/." for arg in args]
+            paths.dotted.update(fd for item in paths.pinned if (fd := item.fd) is not None)
         return _prepared(inv, paths, lambda: [*_flags(inv), *extra, "--", *args], binary)
 
     return _guarded(inv, prepare)

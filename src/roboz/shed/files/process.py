@@ -53,7 +53,8 @@ def run_binary(
     if env:
         environment.update(env)
     process = subprocess.Popen(
-        argv,
+        [os.path.basename(argv[0]), *argv[1:]],
+        executable=argv[0],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

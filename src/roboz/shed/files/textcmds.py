@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import codecs
 import os
+from collections.abc import Iterable, Iterator
 
 from roboz.shed.files.base import Invocation, Prepared, ok
 from roboz.shed.files.parser import CommandSyntaxError
@@ -76,8 +78,58 @@ def prepare_cat(inv: Invocation) -> Prepared:
     return Prepared(run, pinned)
 
 
+def _chunks(item: Pinned) -> Iterator[bytes]:
+    fd = reopen(item, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        while chunk := os.read(fd, CHUNK):
+            yield chunk
+    finally:
+        os.close(fd)
+
+
+def _tail_of(item: Pinned, lines: int | None, count: int | None, limit: int) -> bytes:
+    """The last ``lines`` lines or ``count`` bytes, read backwards from the end."""
+    fd = reopen(item, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        size = os.fstat(fd).st_size
+        if count is not None:
+            start = max(size - min(count, limit + 1), 0)
+            return os.pread(fd, size - start, start)
+        assert lines is not None
+        position, data = size, b""
+        while position > 0 and data.count(b"\n") <= lines and len(data) <= limit:
+            step = min(CHUNK, position)
+            position -= step
+            data = os.pread(fd, step, position) + data
+        kept = data.splitlines(keepends=True)
+        return b"".join(kept[-lines:]) if lines else b""
+    finally:
+        os.close(fd)
+
+
+def _from_line(item: Pinned, first: int, limit: int) -> bytes:
+    """Everything from line ``first`` (1-based), at most ``limit + 1`` bytes."""
+    skip = max(first - 1, 0)
+    out: list[bytes] = []
+    size = 0
+    for chunk in _chunks(item):
+        while skip and chunk:
+            newline = chunk.find(b"\n")
+            if newline < 0:
+                chunk = b""
+                break
+            chunk = chunk[newline + 1 :]
+            skip -= 1
+        if chunk:
+            out.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                break
+    return b"".join(out)
+
+
 def _head_tail(inv: Invocation, tail: bool) -> Prepared:
-    _displays, pinned = _sources(inv)
+    displays, pinned = _sources(inv)
     limit = inv.limits.output_limit
     by_bytes = inv.parsed.value("-c")
     lines_spec = inv.parsed.value("-n") or "10"
@@ -86,25 +138,31 @@ def _head_tail(inv: Invocation, tail: bool) -> Prepared:
     def cut(data: bytes) -> bytes:
         if by_bytes is not None:
             count = int(by_bytes)
-            return data[-count:] if tail and count else (b"" if tail else data[:count])
+            return (data[-count:] if count else b"") if tail else data[:count]
         if tail and lines_spec.startswith("+"):
             return b"".join(data.splitlines(keepends=True)[max(int(lines_spec) - 1, 0) :])
         count = int(lines_spec)
         lines = data.splitlines(keepends=True)
-        return b"".join(lines[-count:] if tail and count else ([] if tail else lines[:count]))
+        return b"".join((lines[-count:] if count else []) if tail else lines[:count])
+
+    def one(item: Pinned) -> bytes:
+        if not tail:
+            return cut(_read(item, limit))
+        if by_bytes is not None:
+            return _tail_of(item, None, int(by_bytes), limit)
+        if lines_spec.startswith("+"):
+            return _from_line(item, int(lines_spec), limit)
+        return _tail_of(item, int(lines_spec), None, limit)
 
     def run(stdin: bytes) -> Outcome:
         if not pinned:
             return _capped(cut(stdin), limit)
         parts = []
-        for index, (display, item) in enumerate(zip(_displays, pinned, strict=True)):
+        for index, (display, item) in enumerate(zip(displays, pinned, strict=True)):
             if multiple:
                 parts.append(b"%s==> %s <==\n" % (b"\n" if index else b"", display.encode()))
-            parts.append(cut(_tail_bytes(item) if tail else _read(item, limit)))
+            parts.append(one(item))
         return _capped(b"".join(parts), limit)
-
-    def _tail_bytes(item: Pinned) -> bytes:
-        return _read(item, 1 << 62)
 
     return Prepared(run, pinned)
 
@@ -117,29 +175,49 @@ def prepare_tail(inv: Invocation) -> Prepared:
     return _head_tail(inv, tail=True)
 
 
+class _Counts:
+    """wc's counts over a stream of chunks (words and characters may span chunks)."""
+
+    def __init__(self) -> None:
+        self.lines = self.words = self.chars = self.size = 0
+        self.in_word = False
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def feed(self, chunk: bytes, final: bool = False) -> None:
+        self.lines += chunk.count(b"\n")
+        self.size += len(chunk)
+        self.chars += len(self.decoder.decode(chunk, final))
+        if not chunk:
+            return
+        words = len(chunk.split())
+        if words and self.in_word and not chunk[:1].isspace():
+            words -= 1  # the first word continues the previous chunk's last one
+        self.words += words
+        self.in_word = not chunk[-1:].isspace()
+
+    def values(self, chosen: list[str]) -> list[int]:
+        table = {"-l": self.lines, "-w": self.words, "-m": self.chars, "-c": self.size}
+        return [table[flag] for flag in chosen]
+
+
 def prepare_wc(inv: Invocation) -> Prepared:
     displays, pinned = _sources(inv)
-    chosen = [flag for flag in ("-l", "-w", "-m", "-c") if inv.parsed.has(flag)] or [
-        "-l",
-        "-w",
-        "-c",
-    ]
+    chosen = [flag for flag in ("-l", "-w", "-m", "-c") if inv.parsed.has(flag)]
+    chosen = chosen or ["-l", "-w", "-c"]
 
-    def counts(data: bytes) -> list[int]:
-        values = {
-            "-l": data.count(b"\n"),
-            "-w": len(data.split()),
-            "-m": len(data.decode("utf-8", "replace")),
-            "-c": len(data),
-        }
-        return [values[flag] for flag in chosen]
+    def counted(chunks: Iterable[bytes]) -> list[int]:
+        counts = _Counts()
+        for chunk in chunks:
+            counts.feed(chunk)
+        counts.feed(b"", final=True)
+        return counts.values(chosen)
 
     def run(stdin: bytes) -> Outcome:
         rows: list[tuple[list[int], str]] = []
         if not pinned:
-            rows.append((counts(stdin), ""))
+            rows.append((counted([stdin]), ""))
         for display, item in zip(displays, pinned, strict=True):
-            rows.append((counts(_read(item, 1 << 62)), display))
+            rows.append((counted(_chunks(item)), display))
         if len(rows) > 1:
             rows.append(([sum(col) for col in zip(*(r[0] for r in rows), strict=True)], "total"))
         width = max(len(str(v)) for row in rows for v in row[0])

@@ -47,7 +47,8 @@ class _CompiledRule:
 class PermissionPolicy:
     """Which operations on which paths are allowed, denied, or need the user's approval.
 
-    ``base`` anchors relative patterns and relative command paths. Paths no rule matches get
+    ``base`` anchors relative patterns and relative command paths; it is resolved to its
+    physical (symlink-free) path once, when the policy is made. Paths no rule matches get
     ``default_verdict``. Where rules of different verdicts match the same path, ``precedence``
     decides between allow and deny (deny by default); "ask" never overrides a deny, and an
     allow rule only overrides "ask" when ``precedence`` is allow.
@@ -69,7 +70,8 @@ class PermissionPolicy:
     _base: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        base = os.path.abspath(os.fspath(self.base))
+        # The physical path: the walk compares against symlink-free paths.
+        base = os.path.realpath(os.fspath(self.base))
         self.base = Path(base)
         self._base = base
         self.allow, self.deny, self.ask = tuple(self.allow), tuple(self.deny), tuple(self.ask)

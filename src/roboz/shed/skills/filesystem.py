@@ -31,7 +31,9 @@ buffered, and earlier file changes are not rolled back when a later command fail
 
 Paths: source paths may use * within a component and one recursive **/ component
 (e.g. notes/**/*.md); a pattern that matches nothing is an error; ? and [..] are not supported.
-Destinations (cp/mv last operand, tee, touch, mkdir) must be literal paths. Symlinks are
+Expanding a glob lists directories, so it needs read permission on them; entries you may not
+read are never matched. Destinations (cp/mv last operand, tee, touch, mkdir) must be literal
+paths. Symlinks are
 resolved and both the written and the resolved path must be allowed. FIFOs, devices and
 hard-linked files are refused. Output and run time are capped per command; when output is
 cut, narrow the command.
