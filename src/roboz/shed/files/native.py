@@ -29,7 +29,8 @@ def _rewrite(data: bytes, names: dict[int, str], dotted: frozenset[int] = frozen
     for fd in dotted:  # directories given as /proc/self/fd/N/. (see prepare_diff)
         shown = names[fd].encode()
         data = data.replace(b"/proc/self/fd/%d/./" % fd, shown + b"/")
-        data = re.sub(rb"/proc/self/fd/%d/\.(?=[:\s]|$)" % fd, lambda _m, shown=shown: shown, data)
+        literal = shown.replace(b"\\", b"\\\\")  # re.sub treats backslashes specially
+        data = re.sub(rb"/proc/self/fd/%d/\.(?=[:\s]|$)" % fd, literal, data)
     # Longest descriptor numbers first, so /proc/self/fd/31 is not read as fd 3 + "1".
     for fd in sorted(names, key=lambda number: -len(str(number))):
         data = data.replace(b"/proc/self/fd/%d" % fd, names[fd].encode())
