@@ -222,3 +222,12 @@ def test_bulk_and_subtree_verdicts_equal_single_decisions():
             if not policy.needs_paths_below(top, R):
                 assert policy.subtree_verdicts(top, None, R, names) == expected
             assert policy.verdicts_of([f"{top}/{rel}" for rel in rels], R) == expected
+
+
+def test_policy_is_immutable_after_compilation(tmp_path):
+    import dataclasses
+
+    policy = PermissionPolicy(base=tmp_path, allow=(rule("notes/**"),))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.default_verdict = ActionVerdict.allow  # type: ignore[misc]
+    assert policy.verdict("other", R) is ActionVerdict.deny

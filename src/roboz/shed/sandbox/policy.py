@@ -43,7 +43,7 @@ class _CompiledRule:
     parts: tuple[str, ...]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, frozen=True)
 class PermissionPolicy:
     """Which operations on which paths are allowed, denied, or need the user's approval.
 
@@ -72,9 +72,13 @@ class PermissionPolicy:
     def __post_init__(self) -> None:
         # The physical path: the walk compares against symlink-free paths.
         base = os.path.realpath(os.fspath(self.base))
-        self.base = Path(base)
-        self._base = base
-        self.allow, self.deny, self.ask = tuple(self.allow), tuple(self.deny), tuple(self.ask)
+        # Frozen: the compiled matchers must always describe the rules, so nothing changes
+        # after construction (fields are set here through object.__setattr__ once).
+        setattr_ = object.__setattr__
+        setattr_(self, "base", Path(base))
+        setattr_(self, "_base", base)
+        for name in ("allow", "deny", "ask"):
+            setattr_(self, name, tuple(getattr(self, name)))
         if self.precedence not in (ActionVerdict.allow, ActionVerdict.deny):
             raise ValueError("precedence must be ActionVerdict.allow or ActionVerdict.deny")
         order = (
@@ -82,16 +86,16 @@ class PermissionPolicy:
             if self.precedence is ActionVerdict.deny
             else (ActionVerdict.allow, ActionVerdict.deny, ActionVerdict.ask)
         )
-        self._order = order
-        self._name_matchers = {}
+        setattr_(self, "_order", order)
+        setattr_(self, "_name_matchers", {})
         groups = {
             ActionVerdict.allow: self.allow,
             ActionVerdict.deny: self.deny,
             ActionVerdict.ask: self.ask,
         }
         compiled: list[_CompiledRule] = []
-        self._matchers = {}
-        self._bulk = {}
+        setattr_(self, "_matchers", {})
+        setattr_(self, "_bulk", {})
         for operation in Operation:
             single, bulk = [], []
             for verdict in order:
@@ -116,7 +120,7 @@ class PermissionPolicy:
             for rule in rules:
                 parts = components(absolute_pattern(rule.pattern, base))
                 compiled.append(_CompiledRule(verdict, rule.operations, parts))
-        self._rules = tuple(compiled)
+        setattr_(self, "_rules", tuple(compiled))
 
     @property
     def base_path(self) -> str:
