@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh 3.11 >&2
-exec .venv/bin/python -m roboz.examples.simple "$@"
+exec .venv/bin/python -m roboz.examples.sandbox_demo "$@"
