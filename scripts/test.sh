@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh 3.11 3.13
 
 .venv/bin/ruff check .
-.venv/bin/ruff format --check .
+.venv/bin/ruff format --check src helper tests benchmarks
 .venv/bin/mypy
 
 status=0
