@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from roboz.runtime.events import EventPipe
-from roboz.shed.files import fscmds, native, textcmds
+from roboz.shed.files import fscmds, native, removal, textcmds
 from roboz.shed.files.base import Invocation, Limits, Preparer
 from roboz.shed.files.parser import Call, CommandSyntaxError, parse_options, parse_sequence
 from roboz.shed.files.process import MissingBinary, Outcome
@@ -29,7 +29,7 @@ PREPARERS: dict[str, Preparer] = {
     "mkdir": fscmds.prepare_mkdir,
     "cp": fscmds.prepare_cp,
     "mv": fscmds.prepare_mv,
-    "rm": fscmds.prepare_rm,
+    "rm": removal.prepare_rm,
     "grep": native.prepare_grep,
     "rg": native.prepare_rg,
     "ls": native.prepare_ls,

@@ -13,9 +13,9 @@ import re
 from collections.abc import Callable
 
 from roboz.shed.files.base import Invocation, Prepared
-from roboz.shed.files.fscmds import protect_base, same_entry
 from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome, find_binary, run_binary
+from roboz.shed.files.removal import protect_base, same_entry
 from roboz.shed.files.tokens import Tag
 from roboz.shed.models import ActionVerdict, Operation
 from roboz.shed.sandbox.fsops import check_subtree, require_regular, require_regular_or_dir

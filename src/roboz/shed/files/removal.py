@@ -1,0 +1,114 @@
+"""rm, and the safeguards every removal shares (rm, mv, gio trash): the base and its parents
+are never removed, and a name is only acted on while it still is the object that was checked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from roboz.shed.files.base import Invocation, Prepared
+from roboz.shed.files.process import Outcome
+from roboz.shed.models import ActionVerdict, Operation
+from roboz.shed.sandbox.fsops import DIR_FLAGS, check_subtree
+from roboz.shed.sandbox.guard import AccessError, PermissionDenied
+from roboz.shed.sandbox.resolve import Pinned, reopen
+
+
+def _status(errors: list[str]) -> Outcome:
+    return Outcome(1 if errors else 0, b"", "\n".join(errors).encode() + (b"\n" if errors else b""))
+
+
+def same_entry(item: Pinned) -> bool:
+    """Whether the pinned name still refers to the pinned object (no swap since the check)."""
+    try:
+        st = os.lstat(item.name, dir_fd=item.parent_fd)
+    except OSError:
+        return False
+    return item.st is not None and (st.st_dev, st.st_ino) == (item.st.st_dev, item.st.st_ino)
+
+
+def protect_base(inv: Invocation, item: Pinned, display: str) -> None:
+    base = inv.guard.policy.base_path
+    for path in (item.physical, inv.guard.policy.normalize(display)):
+        if path == "/" or base == path or base.startswith(path.rstrip("/") + "/"):
+            raise PermissionDenied(
+                f"{inv.name} {display}: the base directory and its parents cannot be removed"
+            )
+
+
+def _remove_tree(fd: int, physical: str, inv: Invocation) -> Iterator[str]:
+    """Delete the contents of the directory open as ``fd`` (closed here)."""
+    policy = inv.guard.policy
+    try:
+        with os.scandir(fd) as iterator:
+            entries = list(iterator)
+        for entry in entries:
+            path = f"{physical}/{entry.name}"
+            if policy.decide(path, Operation.DELETE) is ActionVerdict.deny:
+                yield f"{entry.name}: not removed (not allowed)"
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                child = os.open(entry.name, DIR_FLAGS, dir_fd=fd)
+                yield from _remove_tree(child, path, inv)
+                try:
+                    os.rmdir(entry.name, dir_fd=fd)
+                except OSError as error:
+                    yield f"{entry.name}: {error.strerror}"
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def prepare_rm(inv: Invocation) -> Prepared:
+    force = inv.parsed.has("-f")
+    recursive = inv.parsed.has("-r")
+    guard = inv.guard
+    jobs: list[tuple[str, Pinned]] = []
+    try:
+        displays = inv.paths(glob=True)
+    except AccessError:
+        if not force:
+            raise
+        displays = []
+    try:
+        for display in displays:
+            item = guard.pin(Operation.DELETE, display, follow_final=False)
+            jobs.append((display, item))
+            protect_base(inv, item, display)
+            if item.st is None:
+                if force:
+                    continue
+                raise AccessError(f"rm: {display}: no such file or directory")
+            if item.is_dir:
+                if not recursive:
+                    raise AccessError(f"rm: {display}: is a directory (use -r)")
+                check_subtree(guard, item, display, (Operation.DELETE,), reads_content=False)
+    except Exception:
+        for _, item in jobs:
+            item.close()
+        raise
+
+    def run(stdin: bytes) -> Outcome:
+        errors = []
+        for display, item in jobs:
+            if item.st is None:
+                continue
+            try:
+                if item.is_dir:
+                    errors += [
+                        f"rm: {display}/{e}"
+                        for e in _remove_tree(reopen(item, DIR_FLAGS), item.physical, inv)
+                    ]
+                    if same_entry(item):
+                        os.rmdir(item.name, dir_fd=item.parent_fd)
+                elif same_entry(item):
+                    os.unlink(item.name, dir_fd=item.parent_fd)
+                else:
+                    errors.append(f"rm: {display}: changed since it was checked; not removed")
+            except OSError as error:
+                errors.append(f"rm: {display}: {error.strerror}")
+        return _status(errors)
+
+    return Prepared(run, [item for _, item in jobs])
