@@ -246,7 +246,10 @@ def _helper_session(xprocess: object) -> Iterator[HelperDaemon]:
             wait_for_socket(socket_path, timeout=5)
             return True
 
-    _, log_path = xprocess.ensure("roboz_helper", Starter, restart=True)  # type: ignore[attr-defined]
+    # xprocess keeps process records in the checkout's .pytest_cache; a fixed name would let a
+    # concurrent pytest session in the same checkout terminate this session's daemon.
+    name = f"roboz_helper_{os.getpid()}"
+    _, log_path = xprocess.ensure(name, Starter, restart=True)  # type: ignore[attr-defined]
     try:
         yield HelperDaemon(
             socket_path=socket_path,
@@ -257,7 +260,7 @@ def _helper_session(xprocess: object) -> Iterator[HelperDaemon]:
             log_path=Path(log_path),
         )
     finally:
-        xprocess.getinfo("roboz_helper").terminate()  # type: ignore[attr-defined]
+        xprocess.getinfo(name).terminate()  # type: ignore[attr-defined]
         shutil.rmtree(base, ignore_errors=True)
 
 
