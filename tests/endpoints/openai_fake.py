@@ -45,6 +45,7 @@ class FakeOpenAIServer:
         self.replies: deque[Reply] = deque()
         self.requests: list[ReceivedRequest] = []
         self.request_arrived = threading.Event()
+        self.response_finished = threading.Event()  # a handler returned (sent all or gave up)
         self.stopping = threading.Event()
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -95,6 +96,12 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 body=self.rfile.read(length),
             )
             reply = server.next_reply(request)
+            try:
+                self._respond(reply, request)
+            finally:
+                server.response_finished.set()
+
+        def _respond(self, reply: Reply, request: ReceivedRequest) -> None:
             if reply.delay_s and server.stopping.wait(reply.delay_s):
                 return
             try:

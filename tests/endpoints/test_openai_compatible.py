@@ -280,6 +280,8 @@ def test_no_delta_arrives_after_cancellation(openai_server: FakeOpenAIServer) ->
 
     with pytest.raises(EndpointCancelledError):
         ask(endpoint_for(openai_server, timeout_s=600), on_delta=on_delta, cancel=cancel)
+    # Let the server send (or fail to send) the rest: nothing more may reach the callback.
+    assert openai_server.response_finished.wait(30)
     assert deltas == ["first"]
 
 
