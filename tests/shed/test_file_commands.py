@@ -304,3 +304,14 @@ def test_symlinked_base_works(tmp_path):
 
     result = FileCommandEngine(policy).run(toks("cat:CMD", "notes/x.txt:PTH"))
     assert result.commands[0].stdout == "x\n"
+
+
+def test_too_many_paths_are_refused_clearly(ws):
+    from roboz.shed.files.base import MAX_OPERANDS
+
+    for index in range(MAX_OPERANDS + 1):
+        (ws.base / f"notes/f{index}.log").write_bytes(b"x\n")
+    result = ws.run("cat:CMD", "notes/*.log:PTH")
+    assert result.commands[0].state == "failed"
+    assert f"at most {MAX_OPERANDS} per command" in result.commands[0].reason
+    assert ws.run("grep:CMD", "-rc:FLG", "x:ARG", "notes:PTH").exit_status == 0

@@ -15,8 +15,11 @@ from roboz.shed.files.process import Outcome
 from roboz.shed.files.tokens import Tag
 from roboz.shed.models import Operation
 from roboz.shed.sandbox.fsops import require_regular
-from roboz.shed.sandbox.guard import CommandGuard
+from roboz.shed.sandbox.guard import AccessError, CommandGuard
 from roboz.shed.sandbox.resolve import Pinned
+
+MAX_OPERANDS = 400
+"""Paths per command: each stays pinned (an open descriptor) from its check to its use."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,12 @@ class Invocation:
             else:
                 reject_unsupported(value)
                 result.append(value)
+        if len(result) > MAX_OPERANDS:
+            raise AccessError(
+                f"{self.name}: {len(result)} paths; at most {MAX_OPERANDS} per command (each is "
+                "held open from its check to its use). Narrow the pattern, or search whole "
+                "directories with grep -r, rg or find"
+            )
         return result
 
     def pin_file(self, operation: Operation, display: str) -> Pinned:
