@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from dataclasses import dataclass
 
 MAX_PATH_BYTES = 1024
 MAX_LISTED = 1000
 _DESCRIPTION_PEEK = 4096
+_CODING = re.compile(rb"^#.*coding[:=]\s*[-\w.]+")
 
 
 class ScriptRefused(ValueError):
@@ -107,6 +109,8 @@ def describe(head: bytes) -> str:
         line = raw.strip()
         if not line:
             continue
+        if _CODING.match(line):
+            continue  # a Python encoding declaration describes the file, not the script
         if line.startswith(b"#"):
             return line.lstrip(b"#").strip().decode("utf-8", "replace")
         return ""
