@@ -164,3 +164,30 @@ def test_agent_loads_pdf_skill_on_demand(tmp_path):
     results = tool_results(messages, "read_pdf_pages")
     assert "--- page 2 of 2 ---\nsecond page" in results[0] and "first page" not in results[0]
     assert "DENIED" in results[1] and SECRET.decode() not in results[1]
+
+
+def test_filesystem_skill_on_demand_and_ask_through_the_agents_user_io(tmp_path):
+    from .fileutil import ScriptedIO
+
+    ws = make_workspace(
+        tmp_path, ask=(PermissionRule(pattern="notes/sub/**", operations={Operation.DELETE}),)
+    )
+    skill = filesystem_skill(FilesystemContext(permissions=ws.policy))
+    endpoint = MockLLMEndpoint(
+        [
+            {"action": "filesystem", "rationale": "need files"},
+            {
+                "action": "run_file_command",
+                "rationale": "clean up",
+                "value": [["rm", "CMD"], ["notes/sub/b.md", "PTH"]],
+            },
+            {"action": "stop", "value": "done"},
+        ]
+    )
+    user = ScriptedIO("no")
+    agent = Agent(name="fs", agent_endpoint=endpoint, tools=[stop], skills=[skill], user_io=user)
+    _, messages = agent.invoke()
+    result = tool_results(messages, "execute_file_command")[0]
+    assert "did not approve" in result
+    assert (ws.base / "notes/sub/b.md").exists()
+    assert any("delete notes/sub/b.md" in prompt for prompt in user.prompts)
