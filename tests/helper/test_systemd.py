@@ -3,8 +3,10 @@ agree with the shipped strict policy and with each other."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tomllib
@@ -129,3 +131,39 @@ def test_units_agree_with_the_strict_policy_and_snippets() -> None:
     for key in ("scripts_dir", "workdir"):
         assert f"d {strict['profiles']['locked'][key]} " in tmpfiles
     assert "d /run/roboz-helper 0750 root roboz-helper" in tmpfiles
+
+
+# --- the helper's side of the protocol with systemd (no service manager needed) --------------
+
+
+def test_listen_fds_are_only_taken_when_meant_for_us(monkeypatch: pytest.MonkeyPatch) -> None:
+    from roboz_helper import systemd
+
+    monkeypatch.setenv("LISTEN_FDS", "1")
+    monkeypatch.setenv("LISTEN_PID", str(os.getpid() + 1))  # another process's fds
+    assert systemd.take_listen_fds() == []
+    assert "LISTEN_FDS" not in os.environ  # never passed on, whoever they were for
+
+
+def test_readiness_reaches_a_path_notify_socket(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from roboz_helper import systemd
+
+    path = str(tmp_path / "notify")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as receiver:
+        receiver.bind(path)
+        receiver.settimeout(10)
+        monkeypatch.setenv("NOTIFY_SOCKET", path)
+        monkeypatch.setattr(systemd, "_notify_address", None)
+        systemd.take_notify_socket()
+        assert "NOTIFY_SOCKET" not in os.environ  # runs must not inherit it
+        assert systemd.notify("READY=1") is True
+        assert receiver.recv(64) == b"READY=1"
+
+
+def test_notify_without_a_manager_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    from roboz_helper import systemd
+
+    monkeypatch.setattr(systemd, "_notify_address", None)
+    assert systemd.notify("READY=1") is False
