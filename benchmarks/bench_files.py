@@ -38,6 +38,21 @@ def median_time(func: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
+def paired(
+    ours: Callable[[], object], baseline: Callable[[], object], repeat: int
+) -> tuple[float, float]:
+    """Medians of both, measured alternately so load changes hit both sides alike."""
+    ours()
+    baseline()
+    ours_times, base_times = [], []
+    for _ in range(repeat):
+        for func, times in ((ours, ours_times), (baseline, base_times)):
+            start = time.perf_counter()
+            func()
+            times.append(time.perf_counter() - start)
+    return statistics.median(ours_times), statistics.median(base_times)
+
+
 def row(label: str, ours: float, baseline: float, unit: str = "ms") -> None:
     factor = 1000 if unit == "ms" else 1
     print(
@@ -198,9 +213,8 @@ def bench_patch(tmp: Path) -> None:
         with open(target, "rb+") as handle:
             os.fsync(handle.fileno())
 
-    ours_s = median_time(ours, 10)
-    row("apply_patch, 10 MB file (atomic + fsync)", ours_s, median_time(baseline, 10))
-    row("  same, beside read+write+fsync", ours_s, median_time(durable_baseline, 10))
+    row("apply_patch, 10 MB file (atomic + fsync)", *paired(ours, baseline, 15))
+    row("  same, beside read+write+fsync", *paired(ours, durable_baseline, 15))
 
 
 def main() -> None:
