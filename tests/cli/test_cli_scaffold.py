@@ -36,6 +36,25 @@ assert isinstance(result, Stop) and result.value in QUOTES, result
 print("ok")
 """
 
+AGENT_CHECK = """
+import sys
+sys.path.insert(0, ".")
+from roboz import Agent, AgentMode
+from roboz.llm import MockLLMEndpoint
+from local.tools.simpsons_quotes.tool import QUOTES, simpsons_quotes
+endpoint = MockLLMEndpoint([{"action": "simpsons_quotes", "rationale": "asked for a quote"}])
+agent = Agent(
+    name="quotes",
+    system_prompt="Quote The Simpsons.",
+    agent_endpoint=endpoint,
+    tools=[simpsons_quotes],
+    mode=AgentMode.AUTONOMOUS,
+)
+result, _messages = agent.invoke()
+assert result.value in QUOTES, result
+print("ok")
+"""
+
 CAPABILITY_CHECK = """
 import sys
 sys.path.insert(0, ".")
@@ -71,6 +90,14 @@ def test_tool_init_creates_a_runnable_package(tmp_path: Path) -> None:
     # Namespace packages: no registration files in the parents.
     assert not (tmp_path / "local" / "__init__.py").exists()
     checked = run_python(QUOTE_CHECK, tmp_path)
+    assert checked.stdout.strip() == "ok", checked.stderr
+
+
+def test_generated_tool_ends_an_agent_run_with_a_quote(tmp_path: Path) -> None:
+    run_cli("tool", "init", cwd=tmp_path)
+
+    checked = run_python(AGENT_CHECK, tmp_path)
+
     assert checked.stdout.strip() == "ok", checked.stderr
 
 
