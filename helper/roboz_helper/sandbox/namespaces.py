@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+import prctl
+
 from . import syscalls as sc
 
 # What pid 1 of the run unshares for itself (its parent made the pid namespace).
@@ -32,7 +34,12 @@ def _write(path: str, data: str) -> None:
 
 
 def map_self(inside_uid: int, inside_gid: int, outside_uid: int, outside_gid: int) -> None:
-    """Write this process's own uid/gid maps (only allowed for the caller's own ids)."""
+    """Write this process's own uid/gid maps (only allowed for the caller's own ids).
+
+    A process whose credentials changed (e.g. a helper that dropped from root) is not
+    dumpable, which makes its /proc/self files root's: make it dumpable for the writes; pid 1
+    and the run set their own dumpable flag afterwards."""
+    prctl.set_dumpable(1)
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{inside_uid} {outside_uid} 1\n")
     _write("/proc/self/gid_map", f"{inside_gid} {outside_gid} 1\n")
