@@ -315,3 +315,16 @@ def test_too_many_paths_are_refused_clearly(ws):
     assert result.commands[0].state == "failed"
     assert f"at most {MAX_OPERANDS} per command" in result.commands[0].reason
     assert ws.run("grep:CMD", "-rc:FLG", "x:ARG", "notes:PTH").exit_status == 0
+
+
+def test_option_values_reach_the_programs(ws):
+    result = ws.run("rg:CMD", "-l:FLG", "-g:FLG", "*.md:ARG", "beta:ARG", "notes:PTH")
+    assert result.commands[0].stdout == "notes/sub/b.md\n"
+    result = ws.run(
+        "grep:CMD", "-rl:FLG", "--include:FLG", "*.md:ARG", "-e:FLG", "-beta:ARG", "notes:PTH"
+    )
+    assert result.exit_status == 1  # the pattern "-beta" is searched for, not read as flags
+    result = ws.run("grep:CMD", "-c:FLG", "-m:FLG", "1:ARG", "line:ARG", "notes/a.txt:PTH")
+    assert result.commands[0].stdout == "1\n"
+    result = ws.run("diff:CMD", "-U:FLG", "0:ARG", "notes/a.txt:PTH", "notes/sub/b.md:PTH")
+    assert "@@ -1,2 +1,2 @@" in result.commands[0].stdout

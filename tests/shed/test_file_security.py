@@ -435,3 +435,35 @@ def test_base_itself_is_only_as_allowed_as_the_policy_says(ws):
     result = ws.run("ls:CMD")
     assert result.commands[0].state == "denied"
     assert isinstance(ws.policy, PermissionPolicy) and Path(ws.policy.base) == ws.base
+
+
+def test_option_values_cannot_smuggle_options(ws):
+    """A value like ``--pre=prog`` after -t/-g/-e/... must stay a value (ripgrep would read a
+    separate hyphen value as an option and run prog on every file)."""
+    import stat as stat_module
+
+    marker = ws.outside / "ran.txt"
+    script = ws.root / "pre.sh"
+    script.write_text(f'#!/bin/sh\necho ran >> {marker}\ncat "$1"\n')
+    script.chmod(script.stat().st_mode | stat_module.S_IXUSR)
+    smuggled = f"--pre={script}"
+    from roboz.shed.files import SPECS
+
+    for command in ("rg", "grep", "diff"):
+        for option in SPECS[command].options:
+            if option.value != "ARG" or option.check is not None:
+                continue
+            for name in option.names:
+                operands = (
+                    ["notes/a.txt:PTH", "notes/sub/b.md:PTH"]
+                    if command == "diff"
+                    else ["--regexp:FLG", "alpha:ARG", "notes:PTH"]
+                    if name not in ("-e", "--regexp")
+                    else ["notes:PTH"]
+                )
+                if command == "grep" and name not in ("-e", "--regexp"):
+                    operands.insert(0, "-r:FLG")
+                attempt(ws, f"{command}:CMD", f"{name}:FLG", f"{smuggled}:ARG", *operands)
+    attempt(ws, "rg:CMD", f"{smuggled}:ARG", "notes:PTH")
+    attempt(ws, "rg:CMD", "-t:FLG", "--files:ARG", "alpha:ARG", "notes:PTH")
+    assert not marker.exists()

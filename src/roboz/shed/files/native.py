@@ -88,16 +88,28 @@ def _check_children(inv: Invocation, item: Pinned, display: str) -> None:
             )
 
 
+def inline(option_names: tuple[str, ...], value: str) -> str:
+    """One argument holding option and value (``--glob=V``, ``-UV``).
+
+    Never two arguments: parsers such as ripgrep's read a separate value that starts with
+    ``-`` as the next option (``-t --pre=prog`` would set --pre), so a value could smuggle in
+    an option.
+    """
+    long = next((name for name in option_names if name.startswith("--")), None)
+    return f"{long}={value}" if long is not None else f"{option_names[0]}{value}"
+
+
 def _flags(inv: Invocation, skip: tuple[str, ...] = ()) -> list[str]:
     argv: list[str] = []
+    spec = inv.call.spec
     for name, values in inv.parsed.options.items():
         if name in skip:
             continue
-        if values:
-            for value in values:
-                argv += [name, value]
-        else:
+        option = spec.by_name[name]
+        if option.value is None:
             argv.append(name)
+        else:
+            argv += [inline(option.names, value) for value in values]
     return argv
 
 
@@ -147,7 +159,7 @@ def _pattern_and_paths(inv: Invocation, *, needs_pattern: bool) -> tuple[list[st
         value, tag = operands.pop(0)
         if tag is not Tag.ARG:
             raise CommandSyntaxError(f"{inv.name}: the pattern {value!r} is a value; tag it ARG")
-        patterns = ["-e", value]
+        patterns = [f"--regexp={value}"]
     return patterns, inv.paths(operands, glob=True)
 
 
@@ -163,7 +175,7 @@ def prepare_grep(inv: Invocation) -> Prepared:
     def prepare(paths: _Paths) -> Prepared:
         pattern_files = [paths.add_file(d) for d in inv.parsed.options.get("-f", [])]
         args = [paths.add(d, recursive=recursive, content=True, listing=False) for d in displays]
-        extra = [item for f in pattern_files for item in ("-f", f)]
+        extra = [f"--file={f}" for f in pattern_files]
         return _prepared(
             inv,
             paths,
