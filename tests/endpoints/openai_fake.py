@@ -20,6 +20,9 @@ class Reply:
     status: int = 200
     # Before the response starts; the handler wakes early when the server shuts down.
     delay_s: float = 0.0
+    # Hold the response until this many requests have arrived in total (proves concurrency);
+    # answer 503 if they never do.
+    hold_until_requests: int = 0
     # Streamed replies send these pieces (default: the whole text as one piece).
     chunks: list[str] | None = None
     chunk_delay_s: float = 0.0
@@ -48,6 +51,7 @@ class FakeOpenAIServer:
         self.response_finished = threading.Event()  # a handler returned (sent all or gave up)
         self.stopping = threading.Event()
         self._lock = threading.Lock()
+        self._arrivals = threading.Condition(self._lock)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
         # A short poll interval keeps shutdown (once per test) quick.
@@ -67,9 +71,14 @@ class FakeOpenAIServer:
     def next_reply(self, request: ReceivedRequest) -> Reply:
         with self._lock:
             self.requests.append(request)
+            self._arrivals.notify_all()
             reply = self.replies.popleft() if self.replies else Reply()
         self.request_arrived.set()
         return reply
+
+    def wait_for_requests(self, count: int, timeout_s: float) -> bool:
+        with self._arrivals:
+            return self._arrivals.wait_for(lambda: len(self.requests) >= count, timeout_s)
 
     def start(self) -> None:
         self._thread.start()
@@ -104,6 +113,10 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def _respond(self, reply: Reply, request: ReceivedRequest) -> None:
             if reply.delay_s and server.stopping.wait(reply.delay_s):
                 return
+            if reply.hold_until_requests and not server.wait_for_requests(
+                reply.hold_until_requests, 30
+            ):
+                reply = Reply(status=503, error_message="the other requests never arrived")
             try:
                 if reply.status != 200:
                     self._send_error(reply, request)

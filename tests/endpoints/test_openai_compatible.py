@@ -149,6 +149,43 @@ def test_healthy_call_succeeds_after_eight_timeouts(
     assert len(openai_server.requests) == 9
 
 
+def test_abandoned_requests_end_by_themselves(openai_server: FakeOpenAIServer) -> None:
+    openai_server.enqueue(*[Reply(delay_s=30)] * 3)
+    endpoint = endpoint_for(openai_server, timeout_s=0.2, stream=False)
+    for _ in range(3):
+        with pytest.raises(EndpointTimeoutError):
+            ask(endpoint)
+
+    # Each request thread is bounded by the SDK's own timeout: none outlives its call for long.
+    for thread in threading.enumerate():
+        if thread.name == "roboz-llm-request":
+            thread.join(timeout=30)
+            assert not thread.is_alive()
+
+
+def test_one_endpoint_serves_concurrent_calls(openai_server: FakeOpenAIServer) -> None:
+    # Each reply waits until all three requests are in: serialized calls would get 503s.
+    openai_server.enqueue(*[Reply(text="together", hold_until_requests=3)] * 3)
+    endpoint = endpoint_for(openai_server, timeout_s=60, max_retries=0)
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            results.append(ask(endpoint)[0])
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert errors == []
+    assert results == ["together"] * 3
+
+
 def test_auth_error_never_shows_the_key(
     openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
