@@ -260,7 +260,10 @@ def _helper_session(xprocess: object) -> Iterator[HelperDaemon]:
             log_path=Path(log_path),
         )
     finally:
-        xprocess.getinfo(name).terminate()  # type: ignore[attr-defined]
+        info = xprocess.getinfo(name)  # type: ignore[attr-defined]
+        info.terminate()
+        # Per-session names would otherwise pile up in .pytest_cache.
+        shutil.rmtree(str(info.controldir), ignore_errors=True)
         shutil.rmtree(base, ignore_errors=True)
 
 
