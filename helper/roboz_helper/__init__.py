@@ -1,1 +1,1 @@
-"""The SafeScripts helper daemon (trusted computing base: msgspec, pyroute2, python-prctl, stdlib)."""
+"""The SafeScripts helper daemon: a small trusted base (msgspec, pyroute2, prctl, stdlib)."""
