@@ -328,3 +328,14 @@ def test_option_values_reach_the_programs(ws):
     assert result.commands[0].stdout == "1\n"
     result = ws.run("diff:CMD", "-U:FLG", "0:ARG", "notes/a.txt:PTH", "notes/sub/b.md:PTH")
     assert "@@ -1,2 +1,2 @@" in result.commands[0].stdout
+
+
+def test_python_commands_have_a_deadline_too(ws):
+    (ws.base / "notes/tree").mkdir()
+    for index in range(50):
+        (ws.base / f"notes/tree/f{index}").write_bytes(b"x")
+    result = ws.run("rm:CMD", "-r:FLG", "notes/tree:PTH", limits=Limits(timeout=0))
+    assert result.exit_status == 124 and "timed out" in result.commands[0].reason
+    assert len(list((ws.base / "notes/tree").iterdir())) == 50  # stopped before any removal
+    result = ws.run("cat:CMD", "notes/a.txt:PTH", limits=Limits(timeout=0))
+    assert result.exit_status == 124 and "timed out" in result.value

@@ -12,10 +12,12 @@ from roboz.shed.files.parser import Call, CommandSyntaxError, parse_options, par
 from roboz.shed.files.process import MissingBinary, Outcome
 from roboz.shed.files.report import CommandReport, FileCommandResult, render
 from roboz.shed.files.tokens import Tag, Token
+from roboz.shed.sandbox.deadline import CommandTimeout, deadline
 from roboz.shed.sandbox.guard import AccessError, CommandGuard, PermissionDenied
 from roboz.shed.sandbox.policy import PermissionPolicy
 
 DENIED_STATUS = 126
+TIMEOUT_STATUS = 124
 FAILED_STATUS = 2
 
 PREPARERS: dict[str, Preparer] = {
@@ -124,13 +126,17 @@ class FileCommandEngine:
         guard = CommandGuard(self.policy, tool=self.tool, pipe=self.pipe)
         try:
             parsed = parse_options(call)
-            prepared = PREPARERS[call.name](
-                Invocation(guard, call, parsed, self.limits, piped=piped)
-            )
+            with deadline(self.limits.timeout):
+                prepared = PREPARERS[call.name](
+                    Invocation(guard, call, parsed, self.limits, piped=piped)
+                )
         except PermissionDenied as error:
             return CommandReport(call.text, "denied", DENIED_STATUS, reason=str(error)), None
         except (CommandSyntaxError, AccessError, MissingBinary) as error:
             return CommandReport(call.text, "failed", FAILED_STATUS, reason=str(error)), None
+        except CommandTimeout as error:
+            reason = f"checking {error}; nothing ran"
+            return CommandReport(call.text, "failed", FAILED_STATUS, reason=reason), None
         except OSError as error:
             return CommandReport(
                 call.text, "failed", FAILED_STATUS, reason=f"{error.strerror or error}"
@@ -142,7 +148,10 @@ class FileCommandEngine:
             guard.confirm()
             if self.on_checked is not None:
                 self.on_checked(call)
-            outcome = prepared.run(stdin)
+            with deadline(self.limits.timeout):
+                outcome = prepared.run(stdin)
+        except CommandTimeout as error:
+            outcome = Outcome(TIMEOUT_STATUS, b"", b"", str(error))
         except PermissionDenied as error:
             return CommandReport(call.text, "denied", DENIED_STATUS, reason=str(error)), None
         except (AccessError, OSError) as error:

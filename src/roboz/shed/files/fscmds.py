@@ -19,6 +19,7 @@ from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome
 from roboz.shed.files.removal import protect_base, same_entry
 from roboz.shed.models import Operation
+from roboz.shed.sandbox.deadline import check_deadline
 from roboz.shed.sandbox.fsops import (
     DIR_FLAGS,
     atomic_write,
@@ -134,6 +135,7 @@ def _walk_copy(src_fd: int, dst_fd: int) -> Iterator[str]:
         with os.scandir(src_fd) as iterator:
             entries = list(iterator)
         for entry in entries:
+            check_deadline()
             st = entry.stat(follow_symlinks=False)
             if stat.S_ISDIR(st.st_mode):
                 with contextlib.suppress(FileExistsError):
@@ -161,6 +163,7 @@ def _walk_copy(src_fd: int, dst_fd: int) -> Iterator[str]:
 
 def _chunks(fd: int) -> Iterator[bytes]:
     while chunk := os.read(fd, 1 << 20):
+        check_deadline()
         yield chunk
 
 

@@ -13,6 +13,7 @@ import re
 import stat
 
 from roboz.shed.models import ActionVerdict, Operation
+from roboz.shed.sandbox.deadline import check_deadline
 from roboz.shed.sandbox.fsops import DIR_FLAGS
 from roboz.shed.sandbox.guard import AccessError, CommandGuard
 from roboz.shed.sandbox.resolve import reopen
@@ -81,6 +82,7 @@ def _match(
             else:
                 raise AccessError("a pattern cannot end with **; add a name pattern after it")
         matcher = _compile(part) if part != "**" else None
+        check_deadline()
         for entry in entries:
             name = entry.name
             if name.startswith(".") and not part.startswith("."):

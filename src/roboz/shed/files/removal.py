@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from roboz.shed.files.base import Invocation, Prepared
 from roboz.shed.files.process import Outcome
 from roboz.shed.models import ActionVerdict, Operation
+from roboz.shed.sandbox.deadline import check_deadline
 from roboz.shed.sandbox.fsops import DIR_FLAGS, check_subtree
 from roboz.shed.sandbox.guard import AccessError, PermissionDenied
 from roboz.shed.sandbox.resolve import Pinned, reopen
@@ -44,6 +45,7 @@ def _remove_tree(fd: int, physical: str, inv: Invocation) -> Iterator[str]:
         with os.scandir(fd) as iterator:
             entries = list(iterator)
         for entry in entries:
+            check_deadline()
             path = f"{physical}/{entry.name}"
             if policy.decide(path, Operation.DELETE) is ActionVerdict.deny:
                 yield f"{entry.name}: not removed (not allowed)"

@@ -10,6 +10,7 @@ from roboz.shed.files.base import Invocation, Prepared, ok
 from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome
 from roboz.shed.models import Operation
+from roboz.shed.sandbox.deadline import check_deadline
 from roboz.shed.sandbox.fsops import default_file_mode, require_regular
 from roboz.shed.sandbox.guard import AccessError
 from roboz.shed.sandbox.resolve import Pinned, reopen
@@ -82,6 +83,7 @@ def _chunks(item: Pinned) -> Iterator[bytes]:
     fd = reopen(item, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         while chunk := os.read(fd, CHUNK):
+            check_deadline()
             yield chunk
     finally:
         os.close(fd)

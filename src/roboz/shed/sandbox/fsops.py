@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from roboz.shed.models import ActionVerdict, Operation
+from roboz.shed.sandbox.deadline import check_deadline
 from roboz.shed.sandbox.guard import AccessError, CommandGuard, PermissionDenied
 from roboz.shed.sandbox.resolve import Pinned, WalkError, reopen, resolve
 
@@ -87,6 +88,7 @@ def _scan(
     try:
         with os.scandir(fd) as iterator:
             entries = list(iterator)
+        check_deadline()
         for entry in entries:
             name = entry.name
             names.append(name)
