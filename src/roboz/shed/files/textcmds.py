@@ -36,6 +36,7 @@ def _read(pinned: Pinned, limit: int) -> bytes:
     try:
         chunks, size = [], 0
         while size <= limit:
+            check_deadline()
             chunk = os.read(fd, CHUNK)
             if not chunk:
                 break
