@@ -92,6 +92,7 @@ class Backend:
 
 
 _backend: Backend | bool | None = False  # False: not probed yet
+_backend_euid = -1
 
 
 def _probe_v2() -> Backend | None:
@@ -141,8 +142,11 @@ def _probe_v1() -> Backend | None:
 
 
 def backend() -> Backend | None:
-    global _backend
-    if _backend is False:
+    """The hierarchy in use, probed once per effective uid (a helper that drops root probes
+    again)."""
+    global _backend, _backend_euid
+    if _backend is False or _backend_euid != os.geteuid():
+        _backend_euid = os.geteuid()
         _backend = (_probe_v2() or _probe_v1()) if os.geteuid() == 0 else _probe_v2()
     return _backend if isinstance(_backend, Backend) else None
 
