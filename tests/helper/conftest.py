@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
-from xprocess import ProcessStarter
+
+from tests.helper_daemon import running_helper
 
 NOBODY = 65534
 MAX_CONNECTIONS = 8
@@ -143,22 +140,6 @@ def make_base(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
 
 
-def wait_for_socket(
-    path: str, timeout: float = 30.0, proc: subprocess.Popen[bytes] | None = None
-) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"helper exited early with status {proc.returncode}")
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            try:
-                probe.connect(path)
-                return
-            except OSError:
-                time.sleep(0.05)
-    raise TimeoutError(f"helper socket {path} did not come up")
-
-
 def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
     """Poll for an eventual state. Not a speed assertion: the bound only stops a hung test."""
     deadline = time.monotonic() + timeout
@@ -214,19 +195,6 @@ def as_user(uid: int, gid: int, job: Callable[[], str], groups: tuple[int, ...] 
     return data
 
 
-def serve_command(policy: Path, socket_path: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "roboz_helper",
-        "serve",
-        "--policy",
-        str(policy),
-        "--socket",
-        socket_path,
-    ]
-
-
 @pytest.fixture(scope="session")
 def _helper_session(xprocess: object) -> Iterator[HelperDaemon]:
     base = make_base("roboz-helper-test-")
@@ -235,35 +203,17 @@ def _helper_session(xprocess: object) -> Iterator[HelperDaemon]:
     policy = base / "policy.toml"
     policy.write_text(policy_text(base, socket_path))
 
-    class Starter(ProcessStarter):  # type: ignore[misc]
-        pattern = "roboz-helper ready on"
-        args = serve_command(policy, socket_path)
-        timeout = 60
-        terminate_on_interrupt = True
-        env: ClassVar[dict[str, str]] = {**os.environ, "PYTHONUNBUFFERED": "1"}
-
-        def startup_check(self) -> bool:
-            wait_for_socket(socket_path, timeout=5)
-            return True
-
-    # xprocess keeps process records in the checkout's .pytest_cache; a fixed name would let a
-    # concurrent pytest session in the same checkout terminate this session's daemon.
-    name = f"roboz_helper_{os.getpid()}"
-    _, log_path = xprocess.ensure(name, Starter, restart=True)  # type: ignore[attr-defined]
     try:
-        yield HelperDaemon(
-            socket_path=socket_path,
-            base=base,
-            workdir=base / "work",
-            scripts_dir=base / "scripts",
-            policy_path=policy,
-            log_path=Path(log_path),
-        )
+        with running_helper(xprocess, "roboz_helper", policy, socket_path) as log_path:
+            yield HelperDaemon(
+                socket_path=socket_path,
+                base=base,
+                workdir=base / "work",
+                scripts_dir=base / "scripts",
+                policy_path=policy,
+                log_path=log_path,
+            )
     finally:
-        info = xprocess.getinfo(name)  # type: ignore[attr-defined]
-        info.terminate()
-        # Per-session names would otherwise pile up in .pytest_cache.
-        shutil.rmtree(str(info.controldir), ignore_errors=True)
         shutil.rmtree(base, ignore_errors=True)
 
 

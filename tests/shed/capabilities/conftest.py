@@ -1,6 +1,6 @@
 """The REAL SafeScripts helper daemon for capability tests, started with pytest-xprocess.
 
-Mirrors tests/helper/conftest.py with a smaller policy: uid 0 (this test process) may run the
+Like tests/helper/conftest.py, with a smaller policy: uid 0 (this test process) may run the
 scripts below as nobody. Files live under /var/tmp because every run gets a private /tmp.
 """
 
@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
-from xprocess import ProcessStarter
+
+from tests.helper_daemon import running_helper
 
 NOBODY = 65534
 
@@ -59,19 +56,6 @@ max_output_bytes = 1048576
 """
 
 
-def _wait_for_socket(path: str, timeout: float) -> None:
-    # Bounds a hung start-up only; nothing here measures speed.
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-            try:
-                probe.connect(path)
-                return
-            except OSError:
-                time.sleep(0.05)
-    raise TimeoutError(f"helper socket {path} did not come up")
-
-
 @pytest.fixture(scope="session")
 def _capabilities_helper(xprocess: object) -> Iterator[Helper]:
     base = Path(tempfile.mkdtemp(prefix="roboz-capabilities-", dir="/var/tmp"))
@@ -87,29 +71,10 @@ def _capabilities_helper(xprocess: object) -> Iterator[Helper]:
     policy = base / "policy.toml"
     policy.write_text(_policy(base, socket_path))
 
-    class Starter(ProcessStarter):
-        pattern = "roboz-helper ready on"
-        args: ClassVar[list[str]] = [
-            sys.executable,
-            "-m",
-            "roboz_helper",
-            "serve",
-            "--policy",
-            str(policy),
-        ]
-        timeout = 60
-        terminate_on_interrupt = True
-        env: ClassVar[dict[str, str]] = {**os.environ, "PYTHONUNBUFFERED": "1"}
-
-        def startup_check(self) -> bool:
-            _wait_for_socket(socket_path, timeout=5)
-            return True
-
-    xprocess.ensure("roboz_capabilities_helper", Starter, restart=True)  # type: ignore[attr-defined]
     try:
-        yield Helper(socket_path=socket_path, base=base)
+        with running_helper(xprocess, "roboz_capabilities_helper", policy, socket_path):
+            yield Helper(socket_path=socket_path, base=base)
     finally:
-        xprocess.getinfo("roboz_capabilities_helper").terminate()  # type: ignore[attr-defined]
         shutil.rmtree(base, ignore_errors=True)
 
 
