@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from dataclasses import dataclass
 
 from . import syscalls as sc
@@ -56,6 +57,8 @@ PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "latency_stats", "a
 
 SYS_ATTRS = sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
 RW_ATTRS = sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NODEV
+DEV_ATTRS = sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NOEXEC
+DEV_DIR_ATTRS = sc.MOUNT_ATTR_RDONLY | DEV_ATTRS
 
 
 @dataclass(frozen=True)
@@ -66,14 +69,50 @@ class Bind:
 
 @dataclass(frozen=True)
 class MountPlan:
-    symlinks: tuple[tuple[str, str], ...]  # (path, target)
-    binds: tuple[Bind, ...]  # parents before children
+    symlinks: tuple[tuple[str, str], ...]  # (path, target) of the system layout
+    system: tuple[Bind, ...]  # system binds (replaced by the template when there is one)
+    binds: tuple[Bind, ...]  # policy binds and the workdir, parents before children
     workdir: str
     tmp_size_bytes: int
     tmp_inodes: int
     script_path: str | None
     script_bytes: bytes | None
     root_size_bytes: int
+    template: str | None = None  # set by the zygote: where its prepared system tree lives
+
+
+@dataclass(frozen=True)
+class SystemLayout:
+    symlinks: tuple[tuple[str, str], ...]
+    binds: tuple[Bind, ...]
+    taken_at: float
+
+
+_layout: SystemLayout | None = None
+LAYOUT_TTL_S = 30.0
+
+
+def system_layout() -> SystemLayout:
+    """Which system entries exist here (re-read every LAYOUT_TTL_S seconds)."""
+    global _layout
+    now = time.monotonic()
+    if _layout is not None and now - _layout.taken_at < LAYOUT_TTL_S:
+        return _layout
+    symlinks: list[tuple[str, str]] = []
+    binds: list[Bind] = []
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path):
+            symlinks.append((path, os.readlink(path)))
+        elif os.path.isdir(path):
+            binds.append(Bind(path, SYS_ATTRS))
+    for name in ETC_ENTRIES:
+        path = f"/etc/{name}"
+        if os.path.islink(path):
+            symlinks.append((path, os.readlink(path)))
+        elif os.path.exists(path):
+            binds.append(Bind(path, SYS_ATTRS))
+    _layout = SystemLayout(tuple(symlinks), tuple(binds), now)
+    return _layout
 
 
 def _resolved(path: str, field: str) -> str:
@@ -90,19 +129,8 @@ def _resolved(path: str, field: str) -> str:
 
 
 def plan_mounts(spec: SandboxSpec, script_bytes: bytes | None) -> MountPlan:
-    symlinks: list[tuple[str, str]] = []
+    layout = system_layout()
     binds: dict[str, Bind] = {}
-    for path in SYSTEM_PATHS:
-        if os.path.islink(path):
-            symlinks.append((path, os.readlink(path)))
-        elif os.path.isdir(path):
-            binds[path] = Bind(path, SYS_ATTRS)
-    for name in ETC_ENTRIES:
-        path = f"/etc/{name}"
-        if os.path.islink(path):
-            symlinks.append((path, os.readlink(path)))
-        elif os.path.exists(path):
-            binds[path] = Bind(path, SYS_ATTRS)
     # Policy paths: checked here; the child opens them component by component and refuses any
     # symlink that appears in between, so what is bound is what was checked.
     for path in spec.readonly_paths:
@@ -125,7 +153,8 @@ def plan_mounts(spec: SandboxSpec, script_bytes: bytes | None) -> MountPlan:
         script_path = f"{SCRIPT_DIR}/{name}"
     ordered = tuple(sorted(binds.values(), key=lambda b: (b.path.count("/"), b.path)))
     return MountPlan(
-        symlinks=tuple(symlinks),
+        symlinks=layout.symlinks,
+        system=layout.binds,
         binds=ordered,
         workdir=workdir,
         tmp_size_bytes=spec.tmp_size_bytes,
@@ -209,7 +238,13 @@ def _make_target(root_fd: int, path: str, is_dir: bool, own_devs: set[int]) -> i
 
 
 def _bind(
-    src_root_fd: int, dst_root_fd: int, src: str, dst: str, attrs: int, devs: set[int]
+    src_root_fd: int,
+    dst_root_fd: int,
+    src: str,
+    dst: str,
+    attrs: int,
+    devs: set[int],
+    recursive: bool = True,
 ) -> None:
     src_fd = _open_nofollow(src_root_fd, src)
     try:
@@ -222,7 +257,8 @@ def _bind(
     finally:
         os.close(src_fd)
     try:
-        sc.mount_setattr(tree, "", sc.AT_EMPTY_PATH | sc.AT_RECURSIVE, attrs)
+        rec = sc.AT_RECURSIVE if recursive else 0
+        sc.mount_setattr(tree, "", sc.AT_EMPTY_PATH | rec, attrs)
         dst_fd = _make_target(dst_root_fd, dst, is_dir, devs)
         try:
             sc.move_mount(
@@ -258,8 +294,24 @@ def build_root(plan: MountPlan, staging: str = "/tmp") -> None:
     old_fd = os.open(OLDROOT, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     devs = {os.fstat(root_fd).st_dev}
     try:
-        for path, target in plan.symlinks:
-            _symlink(root_fd, path, target, devs)
+        if plan.template is not None:
+            # One clone per top-level entry of the zygote's prepared tree instead of a bind
+            # per system path: /usr, /etc (with its pieces), /dev (with its devices).
+            for name in sorted(os.listdir(OLDROOT + plan.template)):
+                is_dev = name == "dev"
+                attrs = DEV_DIR_ATTRS if is_dev else SYS_ATTRS
+                _bind(old_fd, root_fd, f"{plan.template}/{name}", f"/{name}", attrs, devs,
+                      recursive=not is_dev)  # fmt: skip
+            for path, target in plan.symlinks:
+                if path.count("/") == 1:
+                    _symlink(root_fd, path, target, devs)
+        else:
+            for path, target in plan.symlinks:
+                _symlink(root_fd, path, target, devs)
+            for bind in plan.system:
+                _bind(old_fd, root_fd, bind.path, bind.path, bind.attrs, devs)
+            _build_dev(old_fd, root_fd, devs, "/dev")
+            sc.mount_setattr(-100, "/dev", 0, DEV_DIR_ATTRS)
         # /tmp first: a workdir below /tmp is then bound inside the private /tmp.
         os.mkdir("/tmp", 0o1777)
         sc.mount(
@@ -269,7 +321,6 @@ def build_root(plan: MountPlan, staging: str = "/tmp") -> None:
         devs.add(os.stat("/tmp").st_dev)
         for bind in plan.binds:
             _bind(old_fd, root_fd, bind.path, bind.path, bind.attrs, devs)
-        _build_dev(old_fd, root_fd, devs)
         _build_proc()
         if plan.script_path is not None and plan.script_bytes is not None:
             os.makedirs(os.path.dirname(plan.script_path), 0o755, exist_ok=True)
@@ -290,19 +341,13 @@ def build_root(plan: MountPlan, staging: str = "/tmp") -> None:
     os.chdir(plan.workdir)
 
 
-def _build_dev(old_fd: int, root_fd: int, devs: set[int]) -> None:
-    os.mkdir("/dev", 0o755)
-    sc.mount("tmpfs", "/dev", "tmpfs", sc.MS_NOSUID | sc.MS_NOEXEC, "mode=0755,size=64k")
-    devs.add(os.stat("/dev").st_dev)
+def _build_dev(old_fd: int, root_fd: int, devs: set[int], where: str) -> None:
+    """A tiny tmpfs at ``where`` with the five harmless devices bound in and the usual links."""
+    os.mkdir(where, 0o755)
+    sc.mount("tmpfs", where, "tmpfs", sc.MS_NOSUID | sc.MS_NOEXEC, "mode=0755,size=64k")
+    devs.add(os.stat(where).st_dev)
     for name in DEVICES:
-        _bind(
-            old_fd,
-            root_fd,
-            f"/dev/{name}",
-            f"/dev/{name}",
-            sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NOEXEC,
-            devs,
-        )
+        _bind(old_fd, root_fd, f"/dev/{name}", f"{where}/{name}", DEV_ATTRS, devs)
     for name, target in (
         ("fd", "/proc/self/fd"),
         ("stdin", "/proc/self/fd/0"),
@@ -310,10 +355,31 @@ def _build_dev(old_fd: int, root_fd: int, devs: set[int]) -> None:
         ("stderr", "/proc/self/fd/2"),
         ("shm", "/tmp"),
     ):
-        os.symlink(target, f"/dev/{name}")
-    sc.mount_setattr(
-        -100, "/dev", 0, sc.MOUNT_ATTR_RDONLY | sc.MOUNT_ATTR_NOSUID | sc.MOUNT_ATTR_NOEXEC
-    )
+        os.symlink(target, f"{where}/{name}")
+
+
+def build_template(where: str) -> None:
+    """In the zygote's own mount namespace: the system part of every run's root, prepared once
+    (and refreshed every LAYOUT_TTL_S seconds) at ``where``, read-only: usr/ (and other real
+    system directories), etc/ with only the allowed entries, dev/ with its devices."""
+    layout = system_layout()
+    sc.mount("tmpfs", where, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV, "mode=0755,size=64k")
+    root_fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    t_fd = os.open(where, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    devs = {os.fstat(t_fd).st_dev}
+    try:
+        os.mkdir(f"{where}/etc", 0o755)
+        for bind in layout.binds:
+            _bind(root_fd, t_fd, bind.path, bind.path, bind.attrs, devs)
+        for path, target in layout.symlinks:
+            if path.count("/") > 1:
+                _symlink(t_fd, path, target, devs)
+        _build_dev(root_fd, root_fd, devs, f"{where}/dev")
+        sc.mount_setattr(-100, f"{where}/dev", 0, DEV_DIR_ATTRS)
+    finally:
+        os.close(root_fd)
+        os.close(t_fd)
+    sc.mount_setattr(-100, where, 0, SYS_ATTRS)
 
 
 def _build_proc() -> None:

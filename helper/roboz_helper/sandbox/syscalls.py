@@ -53,6 +53,7 @@ MS_REMOUNT = 0x20
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
+MS_SLAVE = 1 << 19
 MNT_DETACH = 0x2
 
 # open_tree / move_mount / mount_setattr (new mount API, Linux >= 5.12 for mount_setattr).

@@ -28,11 +28,12 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 
 import msgspec
 import prctl
 
-from . import child, network
+from . import child, mounts, network
 from . import syscalls as sc
 
 HEADER = struct.Struct("=I")
@@ -78,6 +79,45 @@ def _reap(_signum: int = 0, _frame: object = None) -> None:
             return
 
 
+TEMPLATE_AT = "/dev/shm"  # in the zygote's own mount namespace only; never a bind source
+
+
+class Template:
+    """The prepared system tree (see mounts.build_template), rebuilt when it gets old so that
+    replaced files such as /etc/passwd are seen by later runs."""
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+        self.built_at = 0.0
+        try:
+            # Our own mount namespace, a slave of the host's: host mounts still show up here,
+            # nothing we mount shows up there.
+            sc.unshare(sc.CLONE_NEWNS)
+            sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE, None)
+        except OSError:
+            return
+        self.usable = os.path.isdir(TEMPLATE_AT)
+
+    usable = False
+
+    def current(self) -> str | None:
+        if not self.usable:
+            return None
+        if self.path is not None and time.monotonic() - self.built_at < mounts.LAYOUT_TTL_S:
+            return self.path
+        try:
+            if self.path is not None:
+                sc.umount2(self.path, sc.MNT_DETACH)
+                self.path = None
+            mounts.build_template(TEMPLATE_AT)
+        except (OSError, mounts.SandboxError):
+            self.usable = False  # runs then bind every system path themselves
+            return None
+        self.path = TEMPLATE_AT
+        self.built_at = time.monotonic()
+        return self.path
+
+
 def serve(sock: socket.socket) -> None:
     """The zygote's loop: one request, one fork, one reply. The child is directly the run's
     pid 1; its exit (observed through the pidfd) means every process of the run is gone."""
@@ -85,6 +125,7 @@ def serve(sock: socket.socket) -> None:
     own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     # Children get the read end; we hold the write end for life (EOF there = we are gone).
     alive_r, _alive_w = os.pipe2(os.O_CLOEXEC)
+    template = Template()
     while True:
         try:
             # MSG_CMSG_CLOEXEC: received descriptors must not survive the run's exec.
@@ -108,7 +149,12 @@ def serve(sock: socket.socket) -> None:
             if length > MAX_PLAN_BYTES:
                 raise ValueError("plan too large")
             plan = with_fds(DECODER.decode(_recv_exactly(sock, length)), fds)
-            plan = dataclasses.replace(plan, helper_pid=me, reset_signals=child.signals_to_reset())
+            plan = dataclasses.replace(
+                plan,
+                helper_pid=me,
+                reset_signals=child.signals_to_reset(),
+                mounts=dataclasses.replace(plan.mounts, template=template.current()),
+            )
             network.prepare(plan.network)
             # No reaping between fork and pidfd_open, so the pid cannot be recycled meanwhile.
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
