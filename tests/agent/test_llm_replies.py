@@ -5,7 +5,12 @@ import json
 import pytest
 
 from roboz import Agent, tool
-from roboz.agent import AgentReplyError, MaxStepsExceededError, ToolExecutionError
+from roboz.agent import (
+    AgentCancelledError,
+    AgentReplyError,
+    MaxStepsExceededError,
+    ToolExecutionError,
+)
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Empty, Int, Message, Role, Stop, Str
 from roboz.tools import stop
@@ -150,3 +155,37 @@ def test_continuing_a_conversation_keeps_earlier_messages() -> None:
     assert result.value == "b"
     assert second is first and len(second) == 4
     assert '"value": "a"' in "".join(contents(endpoint.requests[1]))
+
+
+def test_cancel_stops_the_run_before_its_next_step() -> None:
+    holder: list[Agent] = []
+
+    @tool
+    def cancel_me(input: Empty, messages: list[Message]) -> Str:
+        """Ask for the run to stop (as another thread would)."""
+        holder[0].cancel()
+        return Str(value="cancelling")
+
+    endpoint = MockLLMEndpoint([{"action": "cancel_me"}, {"action": "stop"}])
+    agent = Agent(name="c", agent_endpoint=endpoint, tools=[cancel_me, stop])
+    holder.append(agent)
+    with pytest.raises(AgentCancelledError, match="cancelled after 2 step") as caught:
+        agent.invoke()
+    assert endpoint.calls == 1
+    assert [m.caller for m in caught.value.messages] == ["prompt_llm", "cancel_me"]
+    # A new run starts uncancelled: it uses the next scripted reply, stop.
+    assert isinstance(agent.invoke()[0], Stop)
+    assert endpoint.calls == 2
+
+
+def test_the_cancel_event_reaches_the_endpoint() -> None:
+    seen: list[object] = []
+
+    class Watching(MockLLMEndpoint):
+        def complete(self, records, *, on_delta=None, cancel=None):  # type: ignore[no-untyped-def]
+            seen.append(cancel)
+            return super().complete(records, on_delta=on_delta, cancel=cancel)
+
+    agent = Agent(name="c", agent_endpoint=Watching([{"action": "stop"}]), tools=[stop])
+    agent.invoke()
+    assert seen and seen[0] is agent._cancel

@@ -2,6 +2,7 @@
 
 from roboz.agent.agent import Agent
 from roboz.agent.errors import (
+    AgentCancelledError,
     AgentConfigurationError,
     AgentReplyError,
     AgentRunError,
@@ -13,6 +14,7 @@ from roboz.agent.mode import AgentMode
 
 __all__ = [
     "Agent",
+    "AgentCancelledError",
     "AgentConfigurationError",
     "AgentMode",
     "AgentReplyError",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 
 from roboz.agent.errors import AgentConfigurationError, AgentRunError
@@ -88,6 +89,7 @@ class Agent:
         self.max_repairs = max_repairs
         self.ask_user_tool = make_ask_user_tool() if self.mode is AgentMode.STEERABLE else None
         self.messages: list[Message] = []
+        self._cancel = threading.Event()
         self._validate()
 
     @property
@@ -144,12 +146,13 @@ class Agent:
         """
         conversation = messages if messages is not None else list(self.initial_messages)
         self.messages = conversation
+        self._cancel = cancel = threading.Event()
         user_io = self.user_io
         if self.mode is AgentMode.AUTONOMOUS:
             user_io = NoInputUserIO(user_io or current_user_io())
         with use_pipe(self.event_pipe), use_user_io(user_io):
             self.event_pipe.emit(AgentStarted(agent=self.name, mode=self.mode.value))
-            run = AgentRun(self, conversation)
+            run = AgentRun(self, conversation, cancel)
             try:
                 stop = run.run()
             except AgentRunError as error:
@@ -162,6 +165,12 @@ class Agent:
                 )
             )
         return stop, conversation
+
+    def cancel(self) -> None:
+        """Stop the run in progress (from another thread): no further step starts, and an
+        endpoint that supports cancellation abandons the call it is waiting on. The run
+        raises AgentCancelledError with the conversation so far."""
+        self._cancel.set()
 
     def show_agent_info(self, *, print_it: bool = True) -> str:
         """The complete configuration, system prompt included; printed and returned."""

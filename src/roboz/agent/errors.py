@@ -33,5 +33,9 @@ class AgentReplyError(AgentRunError):
     """The LLM kept replying with unusable actions after every correction."""
 
 
+class AgentCancelledError(AgentRunError):
+    """``Agent.cancel()`` was called; the run stopped before its next step (or LLM reply)."""
+
+
 class MaxStepsExceededError(AgentRunError):
     """The run took more steps than ``max_steps`` without a Stop."""

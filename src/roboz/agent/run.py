@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from roboz.agent.errors import (
+    AgentCancelledError,
     AgentConfigurationError,
     AgentReplyError,
     AgentRunError,
@@ -49,8 +50,11 @@ PROMPT_LLM = "prompt_llm"
 class AgentRun:
     """Mutable state of a single ``invoke()``: conversation, loaded skills, counters."""
 
-    def __init__(self, agent: Agent, messages: list[Message]) -> None:
+    def __init__(
+        self, agent: Agent, messages: list[Message], cancel: threading.Event | None = None
+    ) -> None:
         self.agent = agent
+        self.cancel = cancel or threading.Event()
         self.messages = messages
         self.graph = ToolGraph()
         self.graph.add([*agent.tools, *agent.default_tools])
@@ -148,7 +152,14 @@ class AgentRun:
                 ) from error
         return target
 
+    def _cancelled(self) -> AgentCancelledError:
+        return AgentCancelledError(
+            f"the run was cancelled after {self.steps} step(s)", messages=self.messages
+        )
+
     def execute(self, tool: Tool, value: Empty, trigger: str) -> Empty:
+        if self.cancel.is_set():
+            raise self._cancelled()
         self.steps += 1
         if self.steps > self.agent.max_steps:
             raise MaxStepsExceededError(
@@ -163,6 +174,8 @@ class AgentRun:
         except AgentRunError:
             raise
         except Exception as error:
+            if self.cancel.is_set():  # e.g. the endpoint gave up because we cancelled
+                raise self._cancelled() from error
             raise ToolExecutionError(
                 f"tool {tool.name!r} failed: {type(error).__name__}: {error}",
                 tool=tool.name,
@@ -249,6 +262,7 @@ class AgentRun:
                 parse,
                 max_repairs=self.agent.max_repairs,
                 on_delta=lambda text: emit(LLMDelta(agent=agent, text=text)),
+                cancel=self.cancel,
             )
         except LLMReplyError as error:
             raise AgentReplyError(str(error), messages=messages) from error

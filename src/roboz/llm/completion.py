@@ -134,6 +134,7 @@ def get_completion(
     *,
     max_repairs: int = ...,
     on_delta: DeltaCallback | None = ...,
+    cancel: threading.Event | None = ...,
 ) -> str: ...
 
 
@@ -145,6 +146,7 @@ def get_completion(
     *,
     max_repairs: int = ...,
     on_delta: DeltaCallback | None = ...,
+    cancel: threading.Event | None = ...,
 ) -> M: ...
 
 
@@ -155,6 +157,7 @@ def get_completion(
     *,
     max_repairs: int = DEFAULT_MAX_REPAIRS,
     on_delta: DeltaCallback | None = None,
+    cancel: threading.Event | None = None,
 ) -> Any:
     """The reply text, or a ``response_model`` validated from the reply's JSON.
 
@@ -162,7 +165,7 @@ def get_completion(
     ``max_repairs`` times, then LLMReplyError is raised.
     """
     if response_model is None:
-        text, _usage = call_llm_api(endpoint, messages, on_delta=on_delta)
+        text, _usage = call_llm_api(endpoint, messages, on_delta=on_delta, cancel=cancel)
         return text
     value, _completion, _repairs = complete_validated(
         endpoint,
@@ -170,5 +173,6 @@ def get_completion(
         response_model.model_validate_json,
         max_repairs=max_repairs,
         on_delta=on_delta,
+        cancel=cancel,
     )
     return value
