@@ -178,12 +178,25 @@ def stage_b(plan: ChildPlan, alive_r: int) -> NoReturn:
         _wipe_inherited_memory()
         mounts.build_root(plan.mounts)
         sc.sethostname(namespaces.HOSTNAME)
+        # Before anything untrusted exists: not dumpable (its /proc files root's, no ptrace
+        # without CAP_SYS_PTRACE) and securebits locked (inherited by the run too).
+        privileges.set_not_dumpable()
+        privileges.lock_securebits()
+        exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
+            os.close(exec_r)
             stage_c(plan)
+        os.close(exec_w)
         for fd in (plan.stdout_w, plan.stderr_w, *plan.cgroup_procs_fds):
             os.close(fd)
-        privileges.lock_securebits()
+        # Let the run's process set itself up first (it closes exec_w just before its exec):
+        # on a busy machine pid 1's own privilege drop would otherwise delay the run. Until
+        # then pid 1 is root but not dumpable, and every signal from the run is ignored by an
+        # init without handlers; the run has no capabilities and its seccomp filter forbids
+        # ptrace, so nothing it does can reach pid 1 in between.
+        os.read(exec_r, 1)
+        os.close(exec_r)
         privileges.drop_bounding_set()
         if plan.rootless:
             privileges.clear_capabilities()
