@@ -27,6 +27,7 @@ import os
 import resource
 import signal
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -60,6 +61,13 @@ class ChildPlan:
     status_w: int  # A writes B's pid, B writes C's status
     cgroup_procs_fds: tuple[int, ...]
     reset_signals: tuple[int, ...]
+
+
+def plan_fds(plan: ChildPlan) -> list[int]:
+    return [plan.stdout_w, plan.stderr_w, plan.setup_w, plan.status_w, *plan.cgroup_procs_fds]
+
+
+RecvPlan = Callable[[int], ChildPlan]
 
 
 def _report(fd: int, stage: str, exc: BaseException) -> NoReturn:
@@ -157,31 +165,45 @@ def _avoid_oom_killer() -> None:
         f.write("-1000")
 
 
-def stage_b(plan: ChildPlan, alive_r: int) -> NoReturn:
-    """pid 1 of the run's pid namespace. ``alive_r`` is the read end of a pipe whose write end
-    only the parent holds: EOF means the parent is already gone (PDEATHSIG covers later)."""
+def _close_all_but(keep: set[int]) -> None:
+    """Close every descriptor except ``keep`` (pid 1 inherits the zygote's other sockets)."""
+    low = 0
+    for fd in sorted(keep):
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
+    sc.close_from(low)
+
+
+def _prepare_init(plan: ChildPlan, alive_r: int) -> None:
+    """pid 1, first half (may run ahead of the request): namespaces and the root."""
+    gc.disable()
+    _reset_signals(plan.reset_signals)
+    _die_with_parent()
+    os.set_blocking(alive_r, False)
     try:
-        gc.disable()
-        _reset_signals(plan.reset_signals)
-        _die_with_parent()
-        os.set_blocking(alive_r, False)
-        try:
-            if os.read(alive_r, 1) == b"":
-                os._exit(EXIT_SETUP_FAILED)  # the parent is already gone
-        except BlockingIOError:
-            pass
-        os.close(alive_r)
-        _avoid_oom_killer()
-        sc.unshare(namespaces.INIT_NAMESPACES)
-        if plan.network == "loopback":
-            network.bring_up_loopback()
-        _wipe_inherited_memory()
-        mounts.build_root(plan.mounts)
-        sc.sethostname(namespaces.HOSTNAME)
-        # Before anything untrusted exists: not dumpable (its /proc files root's, no ptrace
-        # without CAP_SYS_PTRACE) and securebits locked (inherited by the run too).
-        privileges.set_not_dumpable()
-        privileges.lock_securebits()
+        if os.read(alive_r, 1) == b"":
+            os._exit(EXIT_SETUP_FAILED)  # the parent is already gone
+    except BlockingIOError:
+        pass
+    os.close(alive_r)
+    _avoid_oom_killer()
+    sc.unshare(namespaces.INIT_NAMESPACES)
+    if plan.network == "loopback":
+        network.bring_up_loopback()
+    _wipe_inherited_memory()
+    mounts.build_root(plan.mounts)
+    sc.sethostname(namespaces.HOSTNAME)
+    # Before anything untrusted exists: not dumpable (its /proc files root's, no ptrace
+    # without CAP_SYS_PTRACE) and securebits locked (inherited by the run too).
+    privileges.set_not_dumpable()
+    privileges.lock_securebits()
+
+
+def _run_init(plan: ChildPlan) -> NoReturn:
+    """pid 1, second half: finish the root, start the run, drop everything, reap, report."""
+    try:
+        mounts.finish_root(plan.mounts)
         exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
         pid = os.fork()
         if pid == 0:
@@ -216,6 +238,34 @@ def stage_b(plan: ChildPlan, alive_r: int) -> NoReturn:
         os.write(plan.status_w, struct.pack(STATUS_FORMAT, status, cpu_us, usage.ru_maxrss * 1024))
     finally:
         os._exit(0)
+
+
+def stage_b(plan: ChildPlan, alive_r: int) -> NoReturn:
+    """pid 1 of the run's pid namespace. ``alive_r`` is the read end of a pipe whose write end
+    only the parent holds: EOF means the parent is already gone (PDEATHSIG covers later)."""
+    try:
+        _close_all_but({0, 1, 2, alive_r, *plan_fds(plan)})
+        _prepare_init(plan, alive_r)
+    except BaseException as exc:
+        _report(plan.setup_w, "init", exc)
+    _run_init(plan)
+
+
+def stage_b_warm(shape: ChildPlan, alive_r: int, ctrl: int, receive: RecvPlan) -> NoReturn:
+    """A pid 1 prepared ahead of its request (zygote's warm sandbox): namespaces and root are
+    built for ``shape``; then it waits on ``ctrl`` for the run's own plan and descriptors. If
+    anything fails before that, it just exits (the zygote then starts runs cold)."""
+    try:
+        _close_all_but({0, 1, 2, alive_r, ctrl})
+        _prepare_init(shape, alive_r)
+    except BaseException:
+        os._exit(EXIT_SETUP_FAILED)
+    try:
+        plan = receive(ctrl)
+    except BaseException:
+        os._exit(0)  # discarded (EOF) or a broken request: nothing ran
+    os.close(ctrl)
+    _run_init(plan)
 
 
 def _reap_until(main_pid: int) -> int:

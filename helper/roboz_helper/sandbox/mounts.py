@@ -41,6 +41,8 @@ from .spec import SandboxError, SandboxSpec
 OLDROOT = "/oldroot"
 SCRIPT_DIR = "/run/roboz"
 MAX_SCRIPT_BYTES = 4 * 1024 * 1024
+# The root skeleton's tmpfs (mount points, symlinks, the script copy); read-only once built.
+ROOT_SIZE_BYTES = 1024 * 1024 + MAX_SCRIPT_BYTES
 
 # Top-level system entries shared read-only (symlinks are recreated, directories bound).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -161,7 +163,7 @@ def plan_mounts(spec: SandboxSpec, script_bytes: bytes | None) -> MountPlan:
         tmp_inodes=max(1024, min(65536, spec.tmp_size_bytes // 4096)),
         script_path=script_path,
         script_bytes=script_bytes,
-        root_size_bytes=1024 * 1024 + (len(script_bytes) if script_bytes else 0),
+        root_size_bytes=ROOT_SIZE_BYTES,
     )
 
 
@@ -322,21 +324,25 @@ def build_root(plan: MountPlan, staging: str = "/tmp") -> None:
         for bind in plan.binds:
             _bind(old_fd, root_fd, bind.path, bind.path, bind.attrs, devs)
         _build_proc()
-        if plan.script_path is not None and plan.script_bytes is not None:
-            os.makedirs(os.path.dirname(plan.script_path), 0o755, exist_ok=True)
-            fd = os.open(plan.script_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o555)
-            try:
-                view = memoryview(plan.script_bytes)
-                while view:
-                    view = view[os.write(fd, view) :]
-            finally:
-                os.close(fd)
     finally:
         os.close(old_fd)
         os.close(root_fd)
     sc.umount2(OLDROOT, sc.MNT_DETACH)
     os.rmdir(OLDROOT)
-    # The root skeleton becomes read-only (binds below keep their own attributes).
+
+
+def finish_root(plan: MountPlan) -> None:
+    """Per run, after ``build_root`` (possibly ahead of time): the script's copy goes into
+    /run/roboz/, then the root skeleton becomes read-only (binds keep their own attributes)."""
+    if plan.script_path is not None and plan.script_bytes is not None:
+        os.makedirs(os.path.dirname(plan.script_path), 0o755, exist_ok=True)
+        fd = os.open(plan.script_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o555)
+        try:
+            view = memoryview(plan.script_bytes)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
     sc.mount_setattr(-100, "/", 0, SYS_ATTRS)
     os.chdir(plan.workdir)
 

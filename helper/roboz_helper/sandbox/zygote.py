@@ -23,12 +23,15 @@ import contextlib
 import dataclasses
 import gc
 import os
+import select
 import signal
 import socket
 import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import NoReturn
 
 import msgspec
 import prctl
@@ -36,6 +39,8 @@ import prctl
 from . import child, mounts, network
 from . import syscalls as sc
 
+# Keep a warm pid 1 for the last shape (ROBOZ_SANDBOX_POOL=0 disables it).
+POOL = os.environ.get("ROBOZ_SANDBOX_POOL", "1") != "0"
 HEADER = struct.Struct("=I")
 REPLY = struct.Struct("=i")
 MAX_FDS = 16
@@ -44,8 +49,7 @@ ENCODER = msgspec.msgpack.Encoder()
 DECODER = msgspec.msgpack.Decoder(child.ChildPlan)
 
 
-def plan_fds(plan: child.ChildPlan) -> list[int]:
-    return [plan.stdout_w, plan.stderr_w, plan.setup_w, plan.status_w, *plan.cgroup_procs_fds]
+plan_fds = child.plan_fds
 
 
 def with_fds(plan: child.ChildPlan, fds: list[int]) -> child.ChildPlan:
@@ -57,6 +61,52 @@ def with_fds(plan: child.ChildPlan, fds: list[int]) -> child.ChildPlan:
         status_w=fds[3],
         cgroup_procs_fds=tuple(fds[4:]),
     )
+
+
+def encode_plan(plan: child.ChildPlan) -> bytes:
+    """The plan without its descriptor numbers (those travel as SCM_RIGHTS)."""
+    blank = dataclasses.replace(
+        plan, stdout_w=-1, stderr_w=-1, setup_w=-1, status_w=-1, cgroup_procs_fds=()
+    )
+    return ENCODER.encode(blank)
+
+
+def send_plan(sock: socket.socket, plan: child.ChildPlan) -> None:
+    """Blocking: header with the plan's descriptors attached, then the body."""
+    body = encode_plan(plan)
+    fds = array.array("i", plan_fds(plan))
+    sock.sendmsg([HEADER.pack(len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+    sock.sendall(body)
+
+
+def receive_plan(fd: int) -> child.ChildPlan:
+    """Blocking counterpart of ``send_plan`` on a raw descriptor (used by a warm pid 1)."""
+    sock = socket.socket(fileno=fd)
+    try:
+        data, ancdata, _, _ = sock.recvmsg(
+            HEADER.size, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC
+        )
+        fds = _fds_of(ancdata)
+        if not data:
+            raise EOFError
+        if len(data) < HEADER.size:
+            data += _recv_exactly(sock, HEADER.size - len(data))
+        (length,) = HEADER.unpack(data)
+        if length > MAX_PLAN_BYTES:
+            raise ValueError("plan too large")
+        return with_fds(DECODER.decode(_recv_exactly(sock, length)), fds)
+    finally:
+        sock.detach()
+
+
+def _fds_of(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
+    fds: list[int] = []
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            arr = array.array("i")
+            arr.frombytes(payload[: len(payload) - (len(payload) % arr.itemsize)])
+            fds.extend(arr)
+    return fds
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:
@@ -118,14 +168,91 @@ class Template:
         return self.path
 
 
+# A warm pid 1 older than this is thrown away rather than used (its binds were made then).
+WARM_MAX_AGE_S = 10.0
+
+
+@dataclasses.dataclass
+class Warm:
+    """A pid 1 prepared ahead of time for one sandbox shape, waiting on ``ctrl``."""
+
+    key: bytes
+    pid: int
+    pidfd: int
+    ctrl: socket.socket
+    built_at: float
+
+    def usable(self, key: bytes) -> bool:
+        if key != self.key or time.monotonic() - self.built_at > WARM_MAX_AGE_S:
+            return False
+        readable, _, _ = select.select([self.pidfd], [], [], 0)
+        return not readable  # a readable pidfd: it died while preparing
+
+    def discard(self) -> None:
+        self.ctrl.close()  # EOF: it exits without running anything
+        os.close(self.pidfd)
+
+
+def shape_key(plan: child.ChildPlan) -> bytes:
+    """Everything a warm pid 1 has already acted on; runs differing only in argv, env, script,
+    limits enforced later (rlimits, cgroup, deadline, output) share a shape."""
+    mounts_shape = dataclasses.replace(plan.mounts, script_path=None, script_bytes=None)
+    return ENCODER.encode((mounts_shape, plan.uid, plan.gid, plan.network, plan.rootless))
+
+
+class Forker:
+    """Forks pid 1 of a new pid namespace: ``unshare(CLONE_NEWPID)``, fork, ``setns`` back
+    (so that the following fork gets a fresh namespace again)."""
+
+    def __init__(self, helper_sock: socket.socket) -> None:
+        self.helper_sock = helper_sock
+        self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        # Children get the read end; we hold the write end for life (EOF = we are gone).
+        self.alive_r, self._alive_w = os.pipe2(os.O_CLOEXEC)
+
+    def fork(self, body: Callable[[], NoReturn]) -> tuple[int, int]:
+        # No reaping between fork and pidfd_open, so the pid cannot be recycled meanwhile.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        try:
+            sc.unshare(sc.CLONE_NEWPID)
+            try:
+                pid = os.fork()
+                if pid == 0:
+                    body()
+            finally:
+                sc.setns(self.own_pidns, sc.CLONE_NEWPID)
+            return pid, os.pidfd_open(pid)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+
+    def cold(self, plan: child.ChildPlan) -> tuple[int, int]:
+        return self.fork(lambda: child.stage_b(plan, self.alive_r))
+
+    def warm(self, plan: child.ChildPlan, key: bytes) -> Warm:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        shape = dataclasses.replace(
+            plan, stdout_w=-1, stderr_w=-1, setup_w=-1, status_w=-1, cgroup_procs_fds=()
+        )
+        try:
+            pid, pidfd = self.fork(
+                lambda: child.stage_b_warm(shape, self.alive_r, theirs.fileno(), receive_plan)
+            )
+        finally:
+            theirs.close()
+        return Warm(key, pid, pidfd, ours, time.monotonic())
+
+
 def serve(sock: socket.socket) -> None:
-    """The zygote's loop: one request, one fork, one reply. The child is directly the run's
-    pid 1; its exit (observed through the pidfd) means every process of the run is gone."""
+    """The zygote's loop: one request, one pid 1, one reply. pid 1's exit (observed through
+    the pidfd by the helper) means every process of the run is gone.
+
+    Pool: after each request the zygote prepares a warm pid 1 (namespaces and root built)
+    for the same shape, so that the next request with that shape only has to hand it the
+    run's plan and descriptors. At most one is kept; another shape or age discards it."""
     me = os.getpid()
-    own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-    # Children get the read end; we hold the write end for life (EOF there = we are gone).
-    alive_r, _alive_w = os.pipe2(os.O_CLOEXEC)
+    forker = Forker(sock)
     template = Template()
+    warm: Warm | None = None
     while True:
         try:
             # MSG_CMSG_CLOEXEC: received descriptors must not survive the run's exec.
@@ -136,12 +263,9 @@ def serve(sock: socket.socket) -> None:
             continue
         if not data:
             return
-        fds: list[int] = []
-        for level, kind, payload in ancdata:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                arr = array.array("i")
-                arr.frombytes(payload[: len(payload) - (len(payload) % arr.itemsize)])
-                fds.extend(arr)
+        fds = _fds_of(ancdata)
+        key = b""
+        plan: child.ChildPlan | None = None
         try:
             if len(data) < HEADER.size:
                 data += _recv_exactly(sock, HEADER.size - len(data))
@@ -156,22 +280,22 @@ def serve(sock: socket.socket) -> None:
                 mounts=dataclasses.replace(plan.mounts, template=template.current()),
             )
             network.prepare(plan.network)
-            # No reaping between fork and pidfd_open, so the pid cannot be recycled meanwhile.
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-            try:
-                # The next child is pid 1 of a new pid namespace; then back to our own, so
-                # that the namespace of the following run is a fresh one again.
-                sc.unshare(sc.CLONE_NEWPID)
-                try:
-                    pid = os.fork()
-                    if pid == 0:
-                        sock.close()
-                        child.stage_b(plan, alive_r)
-                finally:
-                    sc.setns(own_pidns, sc.CLONE_NEWPID)
-                pidfd = os.pidfd_open(pid)
-            finally:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+            key = shape_key(plan)
+            started: tuple[int, int] | None = None
+            if warm is not None:
+                if warm.usable(key):
+                    try:
+                        send_plan(warm.ctrl, plan)
+                        started = (warm.pid, warm.pidfd)
+                        warm.ctrl.close()
+                    except OSError:
+                        warm.discard()
+                else:
+                    warm.discard()
+                warm = None
+            if started is None:
+                started = forker.cold(plan)
+            pid, pidfd = started
             try:
                 sock.sendmsg(
                     [REPLY.pack(pid)],
@@ -188,6 +312,9 @@ def serve(sock: socket.socket) -> None:
             for fd in fds:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        if plan is not None and POOL:
+            with contextlib.suppress(OSError):
+                warm = forker.warm(plan, key)
 
 
 class Zygote:
@@ -208,7 +335,11 @@ class Zygote:
                 pass_fds=[theirs.fileno()],
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": path},
+                env={
+                    "PATH": "/usr/bin:/bin",
+                    "PYTHONPATH": path,
+                    "ROBOZ_SANDBOX_POOL": os.environ.get("ROBOZ_SANDBOX_POOL", "1"),
+                },
             )
         finally:
             theirs.close()
@@ -254,16 +385,9 @@ class Zygote:
     ) -> tuple[int, int]:
         assert self.sock is not None
         sock = self.sock
-        body = ENCODER.encode(
-            dataclasses.replace(
-                plan, stdout_w=-1, stderr_w=-1, setup_w=-1, status_w=-1, cgroup_procs_fds=()
-            )
-        )
-        fds = array.array("i", plan_fds(plan))
         sock.setblocking(True)
         try:
-            sock.sendmsg([HEADER.pack(len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-            sock.sendall(body)
+            send_plan(sock, plan)
         finally:
             sock.setblocking(False)
         data, anc = await self._recv(loop, sock, REPLY.size)
