@@ -190,35 +190,70 @@ class RunCgroup:
             self.dirs = {ctrl: os.path.join(base, name) for ctrl, base in be.bases.items()}
 
     @classmethod
-    def create(cls, run_id: str, pids_max: int, memory_max: int) -> RunCgroup | None:
+    def create(
+        cls, run_id: str, pids_max: int, memory_max: int, owner: str | None = None
+    ) -> RunCgroup | None:
+        """Make the run's cgroup, named ``<owner tag><run_id>`` (owner: this process)."""
         be = backend()
         if be is None:
             return None
-        cg = cls(be, owner_tag() + run_id)
+        cg = cls(be, (owner if owner is not None else owner_tag()) + run_id)
         try:
             for d in cg.dirs.values():
                 os.mkdir(d, 0o755)
-            if be.version == 2:
-                d = cg.dirs[""]
-                _write(f"{d}/pids.max", str(pids_max))
-                _write(f"{d}/memory.max", str(memory_max))
-                with contextlib.suppress(OSError):
-                    _write(f"{d}/memory.swap.max", "0")
-                with contextlib.suppress(OSError):
-                    _write(f"{d}/memory.oom.group", "1")
-            else:
-                _write(f"{cg.dirs['pids']}/pids.max", str(pids_max))
-                mem = cg.dirs["memory"]
-                _write(f"{mem}/memory.limit_in_bytes", str(memory_max))
-                if be.memsw:
-                    # memory+swap == memory: the run cannot use swap at all.
-                    _write(f"{mem}/memory.memsw.limit_in_bytes", str(memory_max))
-                with contextlib.suppress(OSError):
-                    _write(f"{mem}/memory.swappiness", "0")
+            cg.set_limits(pids_max, memory_max)
         except BaseException:
             cg.remove()
             raise
         return cg
+
+    @classmethod
+    def create_named(cls, name: str, pids_max: int, memory_max: int) -> RunCgroup | None:
+        return cls.create("", pids_max, memory_max, owner=name)
+
+    @classmethod
+    def existing(cls, name: str) -> RunCgroup | None:
+        be = backend()
+        return None if be is None else cls(be, name)
+
+    def set_limits(self, pids_max: int, memory_max: int) -> None:
+        if self.be.version == 2:
+            d = self.dirs[""]
+            _write(f"{d}/pids.max", str(pids_max))
+            _write(f"{d}/memory.max", str(memory_max))
+            with contextlib.suppress(OSError):
+                _write(f"{d}/memory.swap.max", "0")
+            with contextlib.suppress(OSError):
+                _write(f"{d}/memory.oom.group", "1")
+            return
+        _write(f"{self.dirs['pids']}/pids.max", str(pids_max))
+        mem = self.dirs["memory"]
+        if self.be.memsw:
+            _write(f"{mem}/memory.memsw.limit_in_bytes", "-1")  # memsw must stay >= limit
+        _write(f"{mem}/memory.limit_in_bytes", str(memory_max))
+        if self.be.memsw:
+            # memory+swap == memory: the run cannot use swap at all.
+            _write(f"{mem}/memory.memsw.limit_in_bytes", str(memory_max))
+        with contextlib.suppress(OSError):
+            _write(f"{mem}/memory.swappiness", "0")
+
+    def can_rename(self) -> bool:
+        return self.be.version == 1  # cgroup v2 directories cannot be renamed
+
+    def rename(self, name: str) -> None:
+        """v1 only: give a pooled cgroup (already holding a warm pid 1) the run's name."""
+        new = {ctrl: os.path.join(os.path.dirname(d), name) for ctrl, d in self.dirs.items()}
+        done: list[str] = []
+        try:
+            for ctrl, d in self.dirs.items():
+                os.rename(d, new[ctrl])
+                done.append(ctrl)
+        except BaseException:
+            for ctrl in done:
+                with contextlib.suppress(OSError):
+                    os.rename(new[ctrl], self.dirs[ctrl])
+            raise
+        self.dirs = new
 
     def open_procs_fds(self) -> list[int]:
         """Write-only descriptors of every cgroup.procs; the run writes "0" (itself) to each."""

@@ -61,6 +61,11 @@ class ChildPlan:
     status_w: int  # A writes B's pid, B writes C's status
     cgroup_procs_fds: tuple[int, ...]
     reset_signals: tuple[int, ...]
+    # Zygote mode: the zygote makes (or renames a pooled one to) this cgroup.
+    cgroup_name: str = ""
+    pids_max: int = 0
+    memory_max: int = 0
+    in_cgroup: bool = False  # pid 1 (and so the run) is already in the run's cgroup
 
 
 def plan_fds(plan: ChildPlan) -> list[int]:
@@ -251,13 +256,20 @@ def stage_b(plan: ChildPlan, alive_r: int) -> NoReturn:
     _run_init(plan)
 
 
-def stage_b_warm(shape: ChildPlan, alive_r: int, ctrl: int, receive: RecvPlan) -> NoReturn:
+def stage_b_warm(
+    shape: ChildPlan, alive_r: int, ctrl: int, receive: RecvPlan, pool_fds: tuple[int, ...]
+) -> NoReturn:
     """A pid 1 prepared ahead of its request (zygote's warm sandbox): namespaces and root are
-    built for ``shape``; then it waits on ``ctrl`` for the run's own plan and descriptors. If
-    anything fails before that, it just exits (the zygote then starts runs cold)."""
+    built for ``shape``, then it joins the pooled cgroup (``pool_fds``: its cgroup.procs files;
+    joining is slow on cgroup v1, so it happens here rather than on the request's path) and
+    waits on ``ctrl`` for the run's own plan and descriptors. If anything fails before that, it
+    just exits (the zygote then starts runs cold)."""
     try:
-        _close_all_but({0, 1, 2, alive_r, ctrl})
+        _close_all_but({0, 1, 2, alive_r, ctrl, *pool_fds})
         _prepare_init(shape, alive_r)
+        for fd in pool_fds:
+            os.write(fd, b"0")
+            os.close(fd)
     except BaseException:
         os._exit(EXIT_SETUP_FAILED)
     try:
@@ -287,7 +299,7 @@ def stage_c(plan: ChildPlan) -> NoReturn:
             os.write(fd, b"0")
             os.close(fd)
         os.setsid()
-        if plan.cgroup_procs_fds and not plan.rootless:
+        if (plan.cgroup_procs_fds or plan.in_cgroup) and not plan.rootless:
             sc.unshare(sc.CLONE_NEWCGROUP)
         with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
             f.write("0")

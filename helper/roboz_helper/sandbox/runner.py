@@ -200,14 +200,14 @@ class _Run:
         started = time.monotonic()
         # Starting the run is not interruptible half-way (the zygote's reply must be read and
         # whatever was started must be killed); a cancellation is honoured right after.
-        spawn = asyncio.ensure_future(_fork_run(self.fds, plan_args, self.cg))
+        spawn = asyncio.ensure_future(_fork_run(self.fds, plan_args, self.spec))
         cancelled = False
         while not spawn.done():
             try:
                 await asyncio.shield(spawn)
             except asyncio.CancelledError:
                 cancelled = True
-        self.pid_a, self.pidfd_a, own_child = spawn.result()
+        self.pid_a, self.pidfd_a, own_child, self.cg = spawn.result()
         # Direct mode: pidfd_a is the set-up process, which reports pid 1's pid first on the
         # status pipe. Zygote mode: pidfd_a is pid 1 itself.
         self.expect_pid = own_child
@@ -345,36 +345,51 @@ def _reap(pid: int) -> Any:
 
 
 async def _fork_run(
-    fds: dict[str, int], plan_args: dict[str, Any], cg: cgroups.RunCgroup | None
-) -> tuple[int, int, bool]:
-    """Start stage A: (pid, pidfd, is_our_child). Through the zygote when it works (cheap,
-    single-threaded parent), else by forking the helper itself."""
-    procs = cg.open_procs_fds() if cg is not None else []
+    fds: dict[str, int], plan_args: dict[str, Any], spec: SandboxSpec
+) -> tuple[int, int, bool, cgroups.RunCgroup | None]:
+    """Start the run: (pid, pidfd, is_our_child, cgroup). Through the zygote when it works
+    (it makes the cgroup, or renames a pooled one), else by forking the helper itself."""
+    for name in ("out", "err", "setup", "status"):
+        r, w = os.pipe2(os.O_CLOEXEC)
+        fds[f"{name}_r"], fds[f"{name}_w"] = r, w
     try:
-        for name in ("out", "err", "setup", "status"):
-            r, w = os.pipe2(os.O_CLOEXEC)
-            fds[f"{name}_r"], fds[f"{name}_w"] = r, w
-        plan = child.ChildPlan(
-            stdout_w=fds["out_w"],
-            stderr_w=fds["err_w"],
-            setup_w=fds["setup_w"],
-            status_w=fds["status_w"],
-            cgroup_procs_fds=tuple(procs),
+        base = {
+            "stdout_w": fds["out_w"],
+            "stderr_w": fds["err_w"],
+            "setup_w": fds["setup_w"],
+            "status_w": fds["status_w"],
             **plan_args,
-        )
-        if USE_ZYGOTE and not plan.rootless:  # rootless: see README (direct mode only)
+        }
+        if USE_ZYGOTE and not plan_args["rootless"]:  # rootless: see README (direct only)
+            name = cgroups.owner_tag() + spec.run_id
+            plan = child.ChildPlan(
+                cgroup_procs_fds=(),
+                cgroup_name=name,
+                pids_max=spec.pids_max,
+                memory_max=spec.memory_max_bytes,
+                **base,
+            )
             try:
                 pid, pidfd = await zygote.get().spawn(plan)
-                return pid, pidfd, False
+                return pid, pidfd, False, cgroups.RunCgroup.existing(name)
             except OSError as exc:
                 log.warning("sandbox zygote unavailable, forking the helper: %s", exc)
-        pid = os.fork()
-        if pid == 0:
-            child.stage_a(plan)
-        return pid, os.pidfd_open(pid), True
+        cg = cgroups.RunCgroup.create(spec.run_id, spec.pids_max, spec.memory_max_bytes)
+        procs = cg.open_procs_fds() if cg is not None else []
+        try:
+            plan = child.ChildPlan(cgroup_procs_fds=tuple(procs), **base)
+            pid = os.fork()
+            if pid == 0:
+                child.stage_a(plan)
+            return pid, os.pidfd_open(pid), True, cg
+        except BaseException:
+            if cg is not None:
+                cg.remove()
+            raise
+        finally:
+            for fd in procs:
+                os.close(fd)
     finally:
-        for fd in procs:
-            os.close(fd)
         for name in ("out_w", "err_w", "setup_w", "status_w"):
             if name in fds:
                 os.close(fds.pop(name))
@@ -406,11 +421,10 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
         "env": dict(spec.env),
         "reset_signals": child.signals_to_reset(),
     }
-    cg = cgroups.RunCgroup.create(spec.run_id, spec.pids_max, spec.memory_max_bytes)
-    if cg is None and not rootless:
+    if cgroups.backend() is None and not rootless:
         raise SandboxError("no usable cgroup hierarchy (need v1 pids+memory+freezer or "
                            "delegated v2 memory+pids)")  # fmt: skip
-    run = _Run(spec, on_output, cg)
+    run = _Run(spec, on_output, None)
     try:
         return await run.run(plan_args)
     finally:
@@ -421,8 +435,8 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        if cg is not None:
-            cg.remove()
+        if run.cg is not None:
+            run.cg.remove()
 
 
 def reclaim_stale_runs() -> None:

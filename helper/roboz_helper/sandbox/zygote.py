@@ -36,7 +36,7 @@ from typing import NoReturn
 import msgspec
 import prctl
 
-from . import child, mounts, network
+from . import cgroups, child, mounts, network
 from . import syscalls as sc
 
 # Keep a warm pid 1 for the last shape (ROBOZ_SANDBOX_POOL=0 disables it).
@@ -127,6 +127,9 @@ def _reap(_signum: int = 0, _frame: object = None) -> None:
             return
         if pid == 0:
             return
+        pool = _remove_after_exit.pop(pid, None)
+        if pool is not None:
+            pool.remove()
 
 
 TEMPLATE_AT = "/dev/shm"  # in the zygote's own mount namespace only; never a bind source
@@ -174,13 +177,15 @@ WARM_MAX_AGE_S = 10.0
 
 @dataclasses.dataclass
 class Warm:
-    """A pid 1 prepared ahead of time for one sandbox shape, waiting on ``ctrl``."""
+    """A pid 1 prepared ahead of time for one sandbox shape, waiting on ``ctrl``, sitting in
+    the pooled cgroup ``pool`` (v1) when there is one."""
 
     key: bytes
     pid: int
     pidfd: int
     ctrl: socket.socket
     built_at: float
+    pool: cgroups.RunCgroup | None
 
     def usable(self, key: bytes) -> bool:
         if key != self.key or time.monotonic() - self.built_at > WARM_MAX_AGE_S:
@@ -191,6 +196,40 @@ class Warm:
     def discard(self) -> None:
         self.ctrl.close()  # EOF: it exits without running anything
         os.close(self.pidfd)
+        if self.pool is not None:
+            _remove_after_exit[self.pid] = self.pool
+
+
+# Pooled cgroups of discarded warm pids 1, removed once the process has been reaped.
+_remove_after_exit: dict[int, cgroups.RunCgroup] = {}
+_pool_counter = iter(range(1, 1 << 62))
+
+
+def _start_warm(warm: Warm, plan: child.ChildPlan) -> tuple[int, int] | None:
+    """Hand ``plan`` to a usable warm pid 1; None (and the warm one discarded) on failure."""
+    cg: cgroups.RunCgroup | None = None
+    try:
+        if plan.cgroup_name and warm.pool is not None:
+            # Renaming is cheap; joining a v1 cgroup waits for an RCU grace period. pid 1
+            # counts as one process of the run.
+            warm.pool.rename(plan.cgroup_name)
+            warm.pool.set_limits(plan.pids_max + 1, plan.memory_max)
+            warm.pool = None
+            plan = dataclasses.replace(plan, in_cgroup=True)
+        else:
+            plan, cg = _run_cgroup(plan)
+        try:
+            send_plan(warm.ctrl, plan)
+        finally:
+            for fd in plan.cgroup_procs_fds:
+                os.close(fd)
+    except OSError:
+        if cg is not None:
+            cg.remove()
+        warm.discard()
+        return None
+    warm.ctrl.close()
+    return warm.pid, warm.pidfd
 
 
 def shape_key(plan: child.ChildPlan) -> bytes:
@@ -229,17 +268,44 @@ class Forker:
         return self.fork(lambda: child.stage_b(plan, self.alive_r))
 
     def warm(self, plan: child.ChildPlan, key: bytes) -> Warm:
+        pool = None
+        if plan.cgroup_name:
+            be = cgroups.backend()
+            if be is not None and be.version == 1:
+                pool = cgroups.RunCgroup.create_named(
+                    f"{cgroups.owner_tag()}pool-{next(_pool_counter)}", 2, plan.memory_max
+                )
+        pool_fds = tuple(pool.open_procs_fds()) if pool is not None else ()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         shape = dataclasses.replace(
             plan, stdout_w=-1, stderr_w=-1, setup_w=-1, status_w=-1, cgroup_procs_fds=()
         )
         try:
             pid, pidfd = self.fork(
-                lambda: child.stage_b_warm(shape, self.alive_r, theirs.fileno(), receive_plan)
+                lambda: child.stage_b_warm(
+                    shape, self.alive_r, theirs.fileno(), receive_plan, pool_fds
+                )
             )
+        except BaseException:
+            if pool is not None:
+                pool.remove()
+            raise
         finally:
             theirs.close()
-        return Warm(key, pid, pidfd, ours, time.monotonic())
+            for fd in pool_fds:
+                os.close(fd)
+        return Warm(key, pid, pidfd, ours, time.monotonic(), pool)
+
+
+def _run_cgroup(plan: child.ChildPlan) -> tuple[child.ChildPlan, cgroups.RunCgroup | None]:
+    """Cold start: make the run's cgroup here; the run process joins it through the
+    cgroup.procs descriptors put into its plan."""
+    if not plan.cgroup_name:
+        return plan, None
+    cg = cgroups.RunCgroup.create_named(plan.cgroup_name, plan.pids_max, plan.memory_max)
+    if cg is None:
+        raise OSError("no usable cgroup hierarchy")
+    return dataclasses.replace(plan, cgroup_procs_fds=tuple(cg.open_procs_fds())), cg
 
 
 def serve(sock: socket.socket) -> None:
@@ -284,17 +350,21 @@ def serve(sock: socket.socket) -> None:
             started: tuple[int, int] | None = None
             if warm is not None:
                 if warm.usable(key):
-                    try:
-                        send_plan(warm.ctrl, plan)
-                        started = (warm.pid, warm.pidfd)
-                        warm.ctrl.close()
-                    except OSError:
-                        warm.discard()
+                    started = _start_warm(warm, plan)
                 else:
                     warm.discard()
                 warm = None
             if started is None:
-                started = forker.cold(plan)
+                cold_plan, cg = _run_cgroup(plan)
+                try:
+                    started = forker.cold(cold_plan)
+                except BaseException:
+                    if cg is not None:
+                        cg.remove()
+                    raise
+                finally:
+                    for fd in cold_plan.cgroup_procs_fds:
+                        os.close(fd)
             pid, pidfd = started
             try:
                 sock.sendmsg(
@@ -457,6 +527,9 @@ def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, _reap)
     sock = socket.socket(fileno=fd)
+    with contextlib.suppress(OSError):
+        # Pooled cgroups (named after the zygote) of zygotes that died before this one.
+        cgroups.reclaim_stale()
     gc.collect()
     gc.freeze()  # children never walk (and so never copy) the zygote's heap
     serve(sock)
