@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import pkgutil
 import sys
 import time
@@ -35,8 +36,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n=== {name} ===", flush=True)
         started = time.perf_counter()
         module = importlib.import_module(f"benchmarks.{name}")
+        takes_quick = "quick" in inspect.signature(module.main).parameters
         try:
-            module.main(quick=args.quick)
+            # Modules with their own argparse see only their name, not this runner's options.
+            sys.argv = [f"benchmarks/{name}.py"]
+            result = module.main(quick=args.quick) if takes_quick else module.main()
+            if isinstance(result, int) and result != 0:
+                status = 1
         except Exception as error:  # one broken benchmark should not hide the others
             print(f"{name} failed: {type(error).__name__}: {error}", file=sys.stderr)
             status = 1
