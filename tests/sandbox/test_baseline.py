@@ -197,3 +197,49 @@ def test_a_dead_zygote_is_restarted(sandbox: Sandbox) -> None:
     r = sandbox.exec("/bin/true")
     assert r.outcome.status == "success", r
     assert zygote.get().proc is not None and zygote.get().proc.pid != proc.pid
+
+
+def test_no_helper_descriptor_leaks_into_the_run_processes(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A descriptor the helper holds (say, a client's connection) must not be held open by any
+    process of a run, in either fork mode: seen from the host while the run is alive."""
+    from roboz_helper.sandbox import runner
+
+    canary_r, canary_w = os.pipe()  # inheritable on purpose
+    os.set_inheritable(canary_w, True)
+    try:
+        for zygote_mode in (True, False):
+            monkeypatch.setattr(runner, "USE_ZYGOTE", zygote_mode)
+
+            async def main() -> list[int]:
+                async def on_output(stream: int, data: bytes) -> None:
+                    return None
+
+                spec = sandbox.spec(argv=["/bin/sleep", "1"])
+                task = asyncio.create_task(run_in_sandbox(spec, on_output))
+                await asyncio.sleep(0.5)
+                holders = _holders_of(canary_w)
+                await task
+                return holders
+
+            assert asyncio.run(main()) == [os.getpid()], zygote_mode
+    finally:
+        os.close(canary_r)
+        os.close(canary_w)
+
+
+def _holders_of(fd: int) -> list[int]:
+    target = os.readlink(f"/proc/self/fd/{fd}")
+    holders = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            for name in os.listdir(f"/proc/{entry}/fd"):
+                if os.readlink(f"/proc/{entry}/fd/{name}") == target:
+                    holders.append(int(entry))
+                    break
+        except OSError:
+            pass
+    return holders

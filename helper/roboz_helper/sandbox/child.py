@@ -134,6 +134,9 @@ def stage_a(plan: ChildPlan) -> NoReturn:
     try:
         # A collection would walk (and so copy-on-write fault) the helper's whole heap.
         gc.disable()
+        # The helper's sockets (its listening socket, clients' connections) must not stay
+        # open in here for the length of the run.
+        _close_all_but({0, 1, 2, *plan_fds(plan)})
         _reset_signals(plan.reset_signals)
         _die_with_parent()
         if os.getppid() != plan.helper_pid:
