@@ -148,3 +148,27 @@ def test_reclaim_stale_runs_removes_only_dead_helpers_cgroups(needs_root: None) 
         for path in made:
             if path.exists():
                 path.rmdir()
+
+
+def test_reclaim_kills_processes_left_in_a_crashed_helpers_cgroup(needs_root: None) -> None:
+    """A run cgroup whose helper is gone, still holding a process: start-up reclamation kills
+    the process and removes the cgroup."""
+    import subprocess
+
+    be = cgroups.backend()
+    assert be is not None and be.version == 1  # these machines; v2 has its own cgroup.kill
+    cg = cgroups.RunCgroup(be, "999999998@1@orphaned-run")
+    for d in cg.dirs.values():
+        os.mkdir(d)
+    victim = subprocess.Popen(["/bin/sleep", "60"])
+    try:
+        for d in cg.dirs.values():
+            Path(d, "cgroup.procs").write_text(str(victim.pid))
+        reclaim_stale_runs()
+        assert victim.wait(timeout=5) == -9
+        assert all(not os.path.exists(d) for d in cg.dirs.values())
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait()
+        cg.remove()
