@@ -178,7 +178,10 @@ def test_signals_cannot_kill_pid1_or_host(sandbox: Sandbox) -> None:
         assert victim.poll() is None, "a host process of the run's uid was killed"
         # pid 1 ignored SIGKILL from inside (the run went on); kill -1 reached only the
         # sandbox's own processes (its background sleep died of SIGKILL: 128 + 9).
-        assert r.out.split() == ["kill1=0", "killall=0", "inner=137"], r
+        # kill 1 either is refused (EPERM while pid 1 is still root, early in the run) or is
+        # accepted and ignored; either way pid 1 is alive and the run goes on.
+        assert r.out.split()[0] in ("kill1=0", "kill1=1"), r
+        assert r.out.split()[1:] == ["killall=0", "inner=137"], r
         assert r.outcome.status == "success", r
     finally:
         victim.kill()

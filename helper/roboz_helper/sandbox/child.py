@@ -22,10 +22,12 @@ from __future__ import annotations
 import _signal
 import contextlib
 import ctypes
+import dataclasses
 import gc
 import os
 import resource
 import signal
+import socket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,6 +75,7 @@ def plan_fds(plan: ChildPlan) -> list[int]:
 
 
 RecvPlan = Callable[[int], ChildPlan]
+SendPlan = Callable[[socket.socket, ChildPlan], None]
 
 
 def _report(fd: int, stage: str, exc: BaseException) -> NoReturn:
@@ -208,16 +211,54 @@ def _prepare_init(plan: ChildPlan, alive_r: int) -> None:
     privileges.lock_securebits()
 
 
-def _run_init(plan: ChildPlan) -> NoReturn:
+def _fork_warm_run(shape: ChildPlan, receive: RecvPlan) -> WarmRun:
+    """In a warm pid 1: prepare the run process too (see ``stage_c_warm``)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        os.close(exec_r)
+        ours.close()
+        stage_c_warm(shape, theirs.fileno(), receive, exec_w)
+    os.close(exec_w)
+    theirs.close()
+    return WarmRun(pid, ours, exec_r)
+
+
+@dataclass
+class WarmRun:
+    pid: int
+    ctrl: socket.socket
+    exec_r: int
+
+
+def _run_init(
+    plan: ChildPlan, warm: WarmRun | None = None, send: SendPlan | None = None
+) -> NoReturn:
     """pid 1, second half: finish the root, start the run, drop everything, reap, report."""
     try:
         mounts.finish_root(plan.mounts)
-        exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
-        pid = os.fork()
-        if pid == 0:
-            os.close(exec_r)
-            stage_c(plan)
-        os.close(exec_w)
+        pid = -1
+        if warm is not None:
+            # The prepared run process needs no cgroup join: only when pid 1 is already in
+            # the run's cgroup can it be used; otherwise it is killed and a fresh one forked.
+            try:
+                if not plan.in_cgroup or send is None:
+                    raise OSError("not usable for this plan")
+                send(warm.ctrl, plan)
+                pid, exec_r = warm.pid, warm.exec_r
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.kill(warm.pid, signal.SIGKILL)
+                os.close(warm.exec_r)
+            warm.ctrl.close()
+        if pid < 0:
+            exec_r, exec_w = os.pipe2(os.O_CLOEXEC)
+            pid = os.fork()
+            if pid == 0:
+                os.close(exec_r)
+                stage_c(plan)
+            os.close(exec_w)
         for fd in (plan.stdout_w, plan.stderr_w, *plan.cgroup_procs_fds):
             os.close(fd)
         # Let the run's process set itself up first (it closes exec_w just before its exec):
@@ -260,7 +301,12 @@ def stage_b(plan: ChildPlan, alive_r: int) -> NoReturn:
 
 
 def stage_b_warm(
-    shape: ChildPlan, alive_r: int, ctrl: int, receive: RecvPlan, pool_fds: tuple[int, ...]
+    shape: ChildPlan,
+    alive_r: int,
+    ctrl: int,
+    receive: RecvPlan,
+    send: SendPlan,
+    pool_fds: tuple[int, ...],
 ) -> NoReturn:
     """A pid 1 prepared ahead of its request (zygote's warm sandbox): namespaces and root are
     built for ``shape``, then it joins the pooled cgroup (``pool_fds``: its cgroup.procs files;
@@ -273,14 +319,16 @@ def stage_b_warm(
         for fd in pool_fds:
             os.write(fd, b"0")
             os.close(fd)
+        warm = _fork_warm_run(shape, receive) if pool_fds else None
     except BaseException:
         os._exit(EXIT_SETUP_FAILED)
     try:
         plan = receive(ctrl)
     except BaseException:
-        os._exit(0)  # discarded (EOF) or a broken request: nothing ran
+        os._exit(0)  # discarded (EOF) or a broken request: nothing ran (the kernel kills
+        # the prepared run process with this pid 1)
     os.close(ctrl)
-    _run_init(plan)
+    _run_init(plan, warm, send)
 
 
 def _reap_until(main_pid: int) -> int:
@@ -296,35 +344,73 @@ def _reap_until(main_pid: int) -> int:
             return status
 
 
+def _run_setup(plan: ChildPlan) -> None:
+    """The run process, first steps (as root): cgroup, session, cgroup namespace, identity."""
+    for fd in plan.cgroup_procs_fds:
+        os.write(fd, b"0")
+        os.close(fd)
+    os.setsid()
+    if (plan.cgroup_procs_fds or plan.in_cgroup) and not plan.rootless:
+        sc.unshare(sc.CLONE_NEWCGROUP)
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("0")
+    if plan.rootless:
+        namespaces.enter_run_user_namespace(plan.uid, plan.gid)
+
+
+def _run_exec(plan: ChildPlan, filtered: bool) -> NoReturn:
+    """The run process, last steps: stdin /dev/null, stdout/stderr, only fds 0-2, seccomp
+    (unless already ``filtered``), execve."""
+    devnull = os.open("/dev/null", os.O_RDONLY)
+    if devnull != 0:
+        os.dup2(devnull, 0)
+        os.close(devnull)
+    os.dup2(plan.stdout_w, 1)
+    os.dup2(plan.stderr_w, 2)
+    # Only 0, 1, 2 survive exec: close everything else except the (close-on-exec) error
+    # pipe, which exec closes itself.
+    setup_w = plan.setup_w
+    os.set_inheritable(setup_w, False)  # exec closes it: EOF tells the parent exec worked
+    if setup_w > 3:
+        os.closerange(3, setup_w)
+    sc.close_from(setup_w + 1)
+    if not filtered:
+        seccomp.install()
+    os.execve(plan.exec_path, list(plan.exec_argv), plan.env)
+    raise AssertionError("unreachable")
+
+
 def stage_c(plan: ChildPlan) -> NoReturn:
     try:
-        for fd in plan.cgroup_procs_fds:
-            os.write(fd, b"0")
-            os.close(fd)
-        os.setsid()
-        if (plan.cgroup_procs_fds or plan.in_cgroup) and not plan.rootless:
-            sc.unshare(sc.CLONE_NEWCGROUP)
-        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-            f.write("0")
-        if plan.rootless:
-            namespaces.enter_run_user_namespace(plan.uid, plan.gid)
+        _run_setup(plan)
         rlimits.apply_rlimits(plan.rlimits)
         privileges.drop_all(plan.uid, plan.gid, plan.rootless)
         sc.join_session_keyring()
-        devnull = os.open("/dev/null", os.O_RDONLY)
-        if devnull != 0:
-            os.dup2(devnull, 0)
-            os.close(devnull)
-        os.dup2(plan.stdout_w, 1)
-        os.dup2(plan.stderr_w, 2)
-        # Only 0, 1, 2 survive exec: close everything else except the (close-on-exec) error
-        # pipe, which exec closes itself.
-        setup_w = plan.setup_w
-        os.set_inheritable(setup_w, False)  # exec closes it: EOF tells the parent exec worked
-        if setup_w > 3:
-            os.closerange(3, setup_w)
-        sc.close_from(setup_w + 1)
+        _run_exec(plan, filtered=False)
+    except BaseException as exc:
+        _report(plan.setup_w, "exec" if isinstance(exc, OSError) else "run", exc)
+
+
+def stage_c_warm(shape: ChildPlan, ctrl: int, receive: RecvPlan, exec_w: int) -> NoReturn:
+    """A run process prepared ahead of its request, inside a warm pid 1 that already sits in
+    the run's (pooled) cgroup: it makes its session, drops every privilege, takes a fresh
+    keyring and installs the seccomp filter, then waits on ``ctrl`` for the run's plan and
+    descriptors; only rlimits, descriptors and execve remain per request."""
+    try:
+        _close_all_but({0, 1, 2, ctrl, exec_w})  # exec_w: closed just before execve
+        _run_setup(dataclasses.replace(shape, in_cgroup=True))
+        privileges.drop_all(shape.uid, shape.gid, shape.rootless)
+        sc.join_session_keyring()
+        os.chdir(shape.mounts.workdir)
         seccomp.install()
-        os.execve(plan.exec_path, list(plan.exec_argv), plan.env)
+    except BaseException:
+        os._exit(EXIT_SETUP_FAILED)
+    try:
+        plan = receive(ctrl)
+    except BaseException:
+        os._exit(0)  # discarded: nothing ran
+    try:
+        rlimits.apply_rlimits(plan.rlimits)
+        _run_exec(plan, filtered=True)
     except BaseException as exc:
         _report(plan.setup_w, "exec" if isinstance(exc, OSError) else "run", exc)

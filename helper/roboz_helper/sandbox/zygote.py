@@ -283,7 +283,7 @@ class Forker:
         try:
             pid, pidfd = self.fork(
                 lambda: child.stage_b_warm(
-                    shape, self.alive_r, theirs.fileno(), receive_plan, pool_fds
+                    shape, self.alive_r, theirs.fileno(), receive_plan, send_plan, pool_fds
                 )
             )
         except BaseException:
