@@ -243,7 +243,7 @@ def _run_init(
             # The prepared run process needs no cgroup join: only when pid 1 is already in
             # the run's cgroup can it be used; otherwise it is killed and a fresh one forked.
             try:
-                if not plan.in_cgroup or send is None:
+                if not plan.in_cgroup or send is None or not rlimits.lowerable(plan.rlimits):
                     raise OSError("not usable for this plan")
                 send(warm.ctrl, plan)
                 pid, exec_r = warm.pid, warm.exec_r

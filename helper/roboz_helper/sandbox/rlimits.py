@@ -23,3 +23,13 @@ def plan_rlimits(spec: SandboxSpec) -> tuple[tuple[int, int, int], ...]:
 def apply_rlimits(limits: tuple[tuple[int, int, int], ...]) -> None:
     for res, soft, hard in limits:
         resource.setrlimit(res, (soft, hard))
+
+
+def lowerable(limits: tuple[tuple[int, int, int], ...]) -> bool:
+    """Whether an unprivileged process (a prepared run process) can set these: none above the
+    current hard limit (RLIM_INFINITY is the largest)."""
+    for res, _soft, hard in limits:
+        current = resource.getrlimit(res)[1]
+        if current != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > current):
+            return False
+    return True
