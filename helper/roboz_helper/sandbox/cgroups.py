@@ -337,7 +337,7 @@ class RunCgroup:
         return ok
 
 
-def reclaim_stale() -> list[str]:
+def reclaim_stale(pools_only: bool = False, timeout_s: float = 5.0) -> list[str]:
     """Kill and remove every run cgroup left behind by a helper process that no longer exists
     (runs of other live helpers on the same host are left alone)."""
     be = backend()
@@ -356,10 +356,10 @@ def reclaim_stale() -> list[str]:
                     names.add(entry.name)
     reclaimed = []
     for name in sorted(names):
-        if _owner_alive(name):
+        if _owner_alive(name) or (pools_only and "@pool-" not in name):
             continue
         cg = RunCgroup(be, name)
-        cg.kill_all()
+        cg.kill_all(timeout_s)
         if cg.remove():
             reclaimed.append(name)
     return reclaimed

@@ -529,7 +529,8 @@ def main() -> None:
     sock = socket.socket(fileno=fd)
     with contextlib.suppress(OSError):
         # Pooled cgroups (named after the zygote) of zygotes that died before this one.
-        cgroups.reclaim_stale()
+        # Only pools, and briefly: run cgroups are the helper's business at its start-up.
+        cgroups.reclaim_stale(pools_only=True, timeout_s=0.5)
     gc.collect()
     gc.freeze()  # children never walk (and so never copy) the zygote's heap
     serve(sock)
