@@ -159,9 +159,40 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def pss_kib(pids: list[int]) -> int:
+    """Proportional set size summed over processes (shared pages counted once overall)."""
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
 def bench_daemon(
     tmp: Path, workdir: str, runs: int, concurrency: int
-) -> tuple[list[float], float, int] | None:
+) -> tuple[list[float], float, int, int, int] | None:
     if not (REPO / "helper/roboz_helper/server.py").exists():
         return None
     from roboz.shed.safe_scripts import SafeScriptsClient
@@ -190,6 +221,8 @@ def bench_daemon(
         one()
         time.sleep(0.5)
         idle = rss_kib(daemon.pid)
+        family = descendants(daemon.pid)
+        idle_family = pss_kib(family)
         times = measure(one, runs)
         per_client = max(1, runs // concurrency)
         errors: list[BaseException] = []
@@ -210,7 +243,7 @@ def bench_daemon(
         rate = per_client * concurrency / (time.perf_counter() - t0)
         if errors:
             print(f"concurrent clients failed: {errors[0]!r}", file=sys.stderr)
-        return times, rate, idle
+        return times, rate, idle, idle_family, len(family)
     finally:
         daemon.terminate()
         daemon.wait(10)
@@ -248,7 +281,8 @@ def main() -> int:
     print(f"run_in_sandbox, {args.concurrency} concurrent tasks: {direct_rate:.0f} runs/s")
     if daemon is not None:
         print(f"daemon, {args.concurrency} concurrent clients: {daemon[1]:.0f} runs/s")
-        print(f"daemon idle RSS: {daemon[2] / 1024:.1f} MiB")
+        print(f"daemon idle RSS: {daemon[2] / 1024:.1f} MiB; with its zygote and warm sandbox "
+              f"({daemon[4]} processes) PSS {daemon[3] / 1024:.1f} MiB")  # fmt: skip
     else:
         print("daemon: helper/roboz_helper/server.py not found or did not start; skipped")
     return 0
