@@ -184,19 +184,19 @@ def test_direct_fork_mode_gives_the_same_isolation(
 
 
 def test_a_dead_zygote_is_restarted(sandbox: Sandbox) -> None:
-    from roboz_helper.sandbox import runner, zygote
+    from roboz_helper.sandbox import runner, zygote_client
 
     if not runner.USE_ZYGOTE:
         pytest.skip("ROBOZ_SANDBOX_ZYGOTE=0: runs fork the helper itself")
 
     assert sandbox.exec("/bin/true").outcome.status == "success"
-    proc = zygote.get().proc
+    proc = zygote_client.get().proc
     assert proc is not None
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     r = sandbox.exec("/bin/true")
     assert r.outcome.status == "success", r
-    assert zygote.get().proc is not None and zygote.get().proc.pid != proc.pid
+    assert zygote_client.get().proc is not None and zygote_client.get().proc.pid != proc.pid
 
 
 def test_no_helper_descriptor_leaks_into_the_run_processes(

@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import cgroups, child, mounts, network, rlimits, zygote
+from . import cgroups, child, mounts, network, rlimits, zygote_client
 from .seccomp import DENIAL_NOTE
 from .spec import SandboxError, SandboxOutcome, SandboxSpec, validate
 from .support import sandbox_support
@@ -370,7 +370,7 @@ async def _fork_run(
                 **base,
             )
             try:
-                pid, pidfd = await zygote.get().spawn(plan)
+                pid, pidfd = await zygote_client.get().spawn(plan)
                 return pid, pidfd, False, cgroups.RunCgroup.existing(name)
             except OSError as exc:
                 log.warning("sandbox zygote unavailable, forking the helper: %s", exc)

@@ -18,7 +18,6 @@ pipes, cgroup.procs files) as SCM_RIGHTS, then ``length`` bytes of msgspec-encod
 from __future__ import annotations
 
 import array
-import asyncio
 import contextlib
 import dataclasses
 import gc
@@ -26,97 +25,31 @@ import os
 import select
 import signal
 import socket
-import struct
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from typing import NoReturn
 
-import msgspec
 import prctl
 
 from . import cgroups, child, mounts, network
 from . import syscalls as sc
+from .transport import (
+    DECODER,
+    ENCODER,
+    HEADER,
+    MAX_FDS,
+    MAX_PLAN_BYTES,
+    REPLY,
+    fds_of,
+    receive_plan,
+    recv_exactly,
+    send_plan,
+    with_fds,
+)
 
 # Keep a warm pid 1 for the last shape (ROBOZ_SANDBOX_POOL=0 disables it).
 POOL = os.environ.get("ROBOZ_SANDBOX_POOL", "1") != "0"
-HEADER = struct.Struct("=I")
-REPLY = struct.Struct("=i")
-MAX_FDS = 16
-MAX_PLAN_BYTES = 16 * 1024 * 1024
-ENCODER = msgspec.msgpack.Encoder()
-DECODER = msgspec.msgpack.Decoder(child.ChildPlan)
-
-
-plan_fds = child.plan_fds
-
-
-def with_fds(plan: child.ChildPlan, fds: list[int]) -> child.ChildPlan:
-    return dataclasses.replace(
-        plan,
-        stdout_w=fds[0],
-        stderr_w=fds[1],
-        setup_w=fds[2],
-        status_w=fds[3],
-        cgroup_procs_fds=tuple(fds[4:]),
-    )
-
-
-def encode_plan(plan: child.ChildPlan) -> bytes:
-    """The plan without its descriptor numbers (those travel as SCM_RIGHTS)."""
-    blank = dataclasses.replace(
-        plan, stdout_w=-1, stderr_w=-1, setup_w=-1, status_w=-1, cgroup_procs_fds=()
-    )
-    return ENCODER.encode(blank)
-
-
-def send_plan(sock: socket.socket, plan: child.ChildPlan) -> None:
-    """Blocking: header with the plan's descriptors attached, then the body."""
-    body = encode_plan(plan)
-    fds = array.array("i", plan_fds(plan))
-    sock.sendmsg([HEADER.pack(len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-    sock.sendall(body)
-
-
-def receive_plan(fd: int) -> child.ChildPlan:
-    """Blocking counterpart of ``send_plan`` on a raw descriptor (used by a warm pid 1)."""
-    sock = socket.socket(fileno=fd)
-    try:
-        data, ancdata, _, _ = sock.recvmsg(
-            HEADER.size, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC
-        )
-        fds = _fds_of(ancdata)
-        if not data:
-            raise EOFError
-        if len(data) < HEADER.size:
-            data += _recv_exactly(sock, HEADER.size - len(data))
-        (length,) = HEADER.unpack(data)
-        if length > MAX_PLAN_BYTES:
-            raise ValueError("plan too large")
-        return with_fds(DECODER.decode(_recv_exactly(sock, length)), fds)
-    finally:
-        sock.detach()
-
-
-def _fds_of(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
-    fds: list[int] = []
-    for level, kind, payload in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            arr = array.array("i")
-            arr.frombytes(payload[: len(payload) - (len(payload) % arr.itemsize)])
-            fds.extend(arr)
-    return fds
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise EOFError
-        buf += chunk
-    return bytes(buf)
 
 
 def _reap(_signum: int = 0, _frame: object = None) -> None:
@@ -329,16 +262,16 @@ def serve(sock: socket.socket) -> None:
             continue
         if not data:
             return
-        fds = _fds_of(ancdata)
+        fds = fds_of(ancdata)
         key = b""
         plan: child.ChildPlan | None = None
         try:
             if len(data) < HEADER.size:
-                data += _recv_exactly(sock, HEADER.size - len(data))
+                data += recv_exactly(sock, HEADER.size - len(data))
             (length,) = HEADER.unpack(data)
             if length > MAX_PLAN_BYTES:
                 raise ValueError("plan too large")
-            plan = with_fds(DECODER.decode(_recv_exactly(sock, length)), fds)
+            plan = with_fds(DECODER.decode(recv_exactly(sock, length)), fds)
             plan = dataclasses.replace(
                 plan,
                 helper_pid=me,
@@ -385,137 +318,6 @@ def serve(sock: socket.socket) -> None:
         if plan is not None and POOL:
             with contextlib.suppress(OSError):
                 warm = forker.warm(plan, key)
-
-
-class Zygote:
-    """The helper's handle on its zygote (started on first use, restarted if it died)."""
-
-    def __init__(self) -> None:
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.sock: socket.socket | None = None
-        self._lock: asyncio.Lock | None = None
-        self._lock_loop: asyncio.AbstractEventLoop | None = None
-
-    def _start(self) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        path = os.pathsep.join(p for p in sys.path if p)
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", _ENTRY, str(theirs.fileno()), str(os.getpid())],
-                pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                env={
-                    "PATH": "/usr/bin:/bin",
-                    "PYTHONPATH": path,
-                    "ROBOZ_SANDBOX_POOL": os.environ.get("ROBOZ_SANDBOX_POOL", "1"),
-                },
-            )
-        finally:
-            theirs.close()
-        ours.setblocking(False)
-        self.sock = ours
-
-    def _stop(self) -> None:
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-        if self.proc is not None:
-            with contextlib.suppress(OSError):
-                self.proc.kill()
-            with contextlib.suppress(Exception):
-                self.proc.wait(1)
-            self.proc = None
-
-    def _lock_for(self, loop: asyncio.AbstractEventLoop) -> asyncio.Lock:
-        if self._lock is None or self._lock_loop is not loop:
-            self._lock = asyncio.Lock()
-            self._lock_loop = loop
-        return self._lock
-
-    async def spawn(self, plan: child.ChildPlan) -> tuple[int, int]:
-        """Fork the run's pid 1 in the zygote: (pid, pidfd). Retries once on a dead zygote;
-        raises OSError when it cannot be used (the caller then forks the helper itself)."""
-        loop = asyncio.get_running_loop()
-        async with self._lock_for(loop):
-            for attempt in (1, 2):
-                if self.sock is None or self.proc is None or self.proc.poll() is not None:
-                    self._stop()
-                    self._start()
-                try:
-                    return await self._request(loop, plan)
-                except (EOFError, BrokenPipeError, ConnectionError):
-                    self._stop()
-                    if attempt == 2:
-                        raise OSError("the sandbox zygote died") from None
-        raise AssertionError("unreachable")
-
-    async def _request(
-        self, loop: asyncio.AbstractEventLoop, plan: child.ChildPlan
-    ) -> tuple[int, int]:
-        assert self.sock is not None
-        sock = self.sock
-        sock.setblocking(True)
-        try:
-            send_plan(sock, plan)
-        finally:
-            sock.setblocking(False)
-        data, anc = await self._recv(loop, sock, REPLY.size)
-        (pid,) = REPLY.unpack(data)
-        if pid < 0:
-            (n,) = HEADER.unpack((await self._recv(loop, sock, HEADER.size))[0])
-            text = (await self._recv(loop, sock, n))[0].decode("utf-8", "replace")
-            raise OSError(f"the sandbox zygote could not fork the run: {text}")
-        pidfds = [fd for fd in anc]
-        if len(pidfds) != 1:
-            for fd in pidfds:
-                os.close(fd)
-            raise OSError("the sandbox zygote sent no pidfd")
-        return pid, pidfds[0]
-
-    @staticmethod
-    async def _recv(
-        loop: asyncio.AbstractEventLoop, sock: socket.socket, n: int
-    ) -> tuple[bytes, list[int]]:
-        buf = b""
-        fds: list[int] = []
-        while len(buf) < n:
-            try:
-                data, ancdata, _, _ = sock.recvmsg(
-                    n - len(buf), socket.CMSG_SPACE(4 * 4), socket.MSG_CMSG_CLOEXEC
-                )
-            except BlockingIOError:
-                ready: asyncio.Future[None] = loop.create_future()
-                loop.add_reader(sock.fileno(), _resolve, ready)
-                try:
-                    await ready
-                finally:
-                    loop.remove_reader(sock.fileno())
-                continue
-            if not data:
-                raise EOFError
-            buf += data
-            for level, kind, payload in ancdata:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    arr = array.array("i")
-                    arr.frombytes(payload[: len(payload) - (len(payload) % arr.itemsize)])
-                    fds.extend(arr)
-        return buf, fds
-
-
-_ENTRY = "from roboz_helper.sandbox.zygote import main; main()"
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-_zygote = Zygote()
-
-
-def get() -> Zygote:
-    return _zygote
 
 
 def main() -> None:

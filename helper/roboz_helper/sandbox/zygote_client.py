@@ -1,0 +1,146 @@
+"""The helper's handle on its zygote (see zygote.py): started on first use, restarted if it
+died, one request at a time."""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+
+from . import child
+from .transport import HEADER, REPLY, send_plan
+
+
+class Zygote:
+    """The helper's handle on its zygote (started on first use, restarted if it died)."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.sock: socket.socket | None = None
+        self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        path = os.pathsep.join(p for p in sys.path if p)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _ENTRY, str(theirs.fileno()), str(os.getpid())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={
+                    "PATH": "/usr/bin:/bin",
+                    "PYTHONPATH": path,
+                    "ROBOZ_SANDBOX_POOL": os.environ.get("ROBOZ_SANDBOX_POOL", "1"),
+                },
+            )
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self.sock = ours
+
+    def _stop(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            with contextlib.suppress(Exception):
+                self.proc.wait(1)
+            self.proc = None
+
+    def _lock_for(self, loop: asyncio.AbstractEventLoop) -> asyncio.Lock:
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock = asyncio.Lock()
+            self._lock_loop = loop
+        return self._lock
+
+    async def spawn(self, plan: child.ChildPlan) -> tuple[int, int]:
+        """Fork the run's pid 1 in the zygote: (pid, pidfd). Retries once on a dead zygote;
+        raises OSError when it cannot be used (the caller then forks the helper itself)."""
+        loop = asyncio.get_running_loop()
+        async with self._lock_for(loop):
+            for attempt in (1, 2):
+                if self.sock is None or self.proc is None or self.proc.poll() is not None:
+                    self._stop()
+                    self._start()
+                try:
+                    return await self._request(loop, plan)
+                except (EOFError, BrokenPipeError, ConnectionError):
+                    self._stop()
+                    if attempt == 2:
+                        raise OSError("the sandbox zygote died") from None
+        raise AssertionError("unreachable")
+
+    async def _request(
+        self, loop: asyncio.AbstractEventLoop, plan: child.ChildPlan
+    ) -> tuple[int, int]:
+        assert self.sock is not None
+        sock = self.sock
+        sock.setblocking(True)
+        try:
+            send_plan(sock, plan)
+        finally:
+            sock.setblocking(False)
+        data, anc = await self._recv(loop, sock, REPLY.size)
+        (pid,) = REPLY.unpack(data)
+        if pid < 0:
+            (n,) = HEADER.unpack((await self._recv(loop, sock, HEADER.size))[0])
+            text = (await self._recv(loop, sock, n))[0].decode("utf-8", "replace")
+            raise OSError(f"the sandbox zygote could not fork the run: {text}")
+        pidfds = [fd for fd in anc]
+        if len(pidfds) != 1:
+            for fd in pidfds:
+                os.close(fd)
+            raise OSError("the sandbox zygote sent no pidfd")
+        return pid, pidfds[0]
+
+    @staticmethod
+    async def _recv(
+        loop: asyncio.AbstractEventLoop, sock: socket.socket, n: int
+    ) -> tuple[bytes, list[int]]:
+        buf = b""
+        fds: list[int] = []
+        while len(buf) < n:
+            try:
+                data, ancdata, _, _ = sock.recvmsg(
+                    n - len(buf), socket.CMSG_SPACE(4 * 4), socket.MSG_CMSG_CLOEXEC
+                )
+            except BlockingIOError:
+                ready: asyncio.Future[None] = loop.create_future()
+                loop.add_reader(sock.fileno(), _resolve, ready)
+                try:
+                    await ready
+                finally:
+                    loop.remove_reader(sock.fileno())
+                continue
+            if not data:
+                raise EOFError
+            buf += data
+            for level, kind, payload in ancdata:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    arr = array.array("i")
+                    arr.frombytes(payload[: len(payload) - (len(payload) % arr.itemsize)])
+                    fds.extend(arr)
+        return buf, fds
+
+
+_ENTRY = "from roboz_helper.sandbox.zygote import main; main()"
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+_zygote = Zygote()
+
+
+def get() -> Zygote:
+    return _zygote
