@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -381,8 +382,11 @@ def test_connections_beyond_the_limit_get_busy(helper: HelperDaemon) -> None:
 
     # Earlier tests may leave connections the daemon has not dropped yet (a silent client
     # waits out the handshake deadline), so the exact count is taken on an idle daemon: an
-    # attempt that finds fewer free slots is closed and tried again.
-    for _attempt in range(20):
+    # attempt that finds fewer free slots is closed, and the next one waits until every
+    # connection the daemon could still hold has passed its handshake deadline.
+    for attempt in range(5):
+        if attempt:
+            time.sleep(HANDSHAKE_TIMEOUT_S + 1.0)
         socks = [raw_connect(helper.socket_path) for _ in range(200)]
         try:
             first = [read_frame(s) for s in socks]
