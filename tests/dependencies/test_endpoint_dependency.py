@@ -138,11 +138,72 @@ def test_the_mock_endpoint_is_always_usable_and_keeps_its_script() -> None:
     assert mock.remaining == 1
 
 
-def test_without_a_check_an_endpoint_is_not_probed_unless_asked(
+def test_the_endpoints_own_check_lists_models_without_spending_tokens(
     openai_server: FakeOpenAIServer,
 ) -> None:
-    endpoint = chat_endpoint(model="m", max_context_tokens=1000, base_url=openai_server.base_url)
+    endpoint = chat_endpoint(
+        model="m", max_context_tokens=1000, base_url=openai_server.base_url, api_key="sk-good"
+    )
     assert LLMEndpointDependency(endpoint).check() is None
-    assert openai_server.requests == []
+    assert [(r.path, r.body) for r in openai_server.requests] == [("/v1/models", b"")]
+    # Its own check wins over a completion probe: still no tokens spent.
     assert LLMEndpointDependency(endpoint, completion_probe=True).check() is None
-    assert len(openai_server.requests) == 1
+    assert all(r.path == "/v1/models" for r in openai_server.requests)
+
+
+def test_the_endpoints_own_check_reports_a_rejected_key(openai_server: FakeOpenAIServer) -> None:
+    openai_server.enqueue(Reply(status=401))
+    endpoint = chat_endpoint(
+        model="m",
+        max_context_tokens=1000,
+        base_url=openai_server.base_url,
+        api_key=BAD_KEY,
+        max_retries=0,
+    )
+    failure = LLMEndpointDependency(endpoint).check()
+    assert failure is not None and failure.reason_code == "auth_failed"
+    assert BAD_KEY not in str(failure) + " ".join(failure.causes)
+    assert all(not r.path.endswith("/chat/completions") for r in openai_server.requests)
+
+
+def test_a_server_without_a_models_endpoint_still_counts_as_reachable(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    openai_server.enqueue(Reply(status=404))
+    endpoint = chat_endpoint(
+        model="m",
+        max_context_tokens=1000,
+        base_url=openai_server.base_url,
+        api_key="sk-good",
+        max_retries=0,
+    )
+    assert LLMEndpointDependency(endpoint).check() is None
+
+
+class _CountingEndpoint:
+    """An endpoint with no check of its own: only a completion could probe it."""
+
+    model_name = "counting"
+    max_context_tokens = 1000
+    accepts_images = False
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        self.calls += 1
+        return Completion(text="OK")
+
+
+def test_without_a_check_an_endpoint_is_not_probed_unless_asked() -> None:
+    endpoint = _CountingEndpoint()
+    assert LLMEndpointDependency(endpoint).check() is None
+    assert endpoint.calls == 0
+    assert LLMEndpointDependency(endpoint, completion_probe=True).check() is None
+    assert endpoint.calls == 1

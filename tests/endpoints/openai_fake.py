@@ -97,6 +97,28 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
+        def do_GET(self) -> None:
+            # GET /models: what an endpoint's cheap health check asks for.
+            request = ReceivedRequest(
+                path=self.path,
+                headers={key.lower(): value for key, value in self.headers.items()},
+                body=b"",
+            )
+            reply = server.next_reply(request)
+            try:
+                if reply.status != 200:
+                    self._send_error(reply, request)
+                else:
+                    model = {
+                        "id": reply.model or "m",
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": "fake",
+                    }
+                    self._send_json(200, {"object": "list", "data": [model]}, reply)
+            finally:
+                server.response_finished.set()
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             request = ReceivedRequest(

@@ -114,6 +114,23 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
             cancel=cancel,
         )
 
+    def check(self) -> None:
+        """A cheap health check: list the server's models, which needs the credential and
+        spends no tokens. Raises what a completion would (auth, timeout, connection errors).
+
+        A server without a models endpoint (404) answered, so it counts as reachable.
+        """
+
+        def send(sdk: openai.OpenAI, gate: AttemptGate) -> None:
+            try:
+                sdk.models.list()
+            except openai.NotFoundError:
+                return
+
+        call_with_policy(
+            self._client, send, policy=self.retry_policy, timeout_s=self.timeout_s, cancel=None
+        )
+
     def _send_plain(self, sdk: openai.OpenAI, messages: list[dict[str, Any]]) -> Completion:
         response = sdk.chat.completions.create(**self._arguments(messages, stream=False))
         if not response.choices:
