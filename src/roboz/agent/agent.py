@@ -158,7 +158,6 @@ class Agent:
             except AgentRunError as error:
                 self.event_pipe.emit(AgentFailed(agent=self.name, error=str(error)))
                 raise
-            self.last_run = run
             self.event_pipe.emit(
                 AgentFinished(
                     agent=self.name, output=stop, steps=run.steps, llm_calls=run.llm_calls
