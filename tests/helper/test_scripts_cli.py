@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 
-from roboz.cli.scripts import EXIT_OUTPUT_LIMIT, EXIT_REFUSED, EXIT_UNAVAILABLE
-from tests.helper.conftest import HelperDaemon
+from roboz.cli.app import main
+from roboz.cli.scripts import EXIT_OUTPUT_LIMIT, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_UNAVAILABLE
+from tests.helper.conftest import TIGHT_UID, HelperDaemon, as_user
 
 
 def roboz(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -78,3 +81,41 @@ def test_codes_are_distinct_from_each_other() -> None:
         scripts.EXIT_PROTOCOL,
     ]
     assert len(set(codes)) == len(codes)
+
+
+def _text_stream() -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BytesIO())  # the CLI streams a run's output to .buffer
+
+
+def _cli_as_tight_client(socket_path: str, args: list[str]) -> tuple[int, str]:
+    """Run `roboz scripts ...` in-process as the uid whose profile has small limits.
+
+    In-process in a forked child: the interpreter's files need not be readable by that uid,
+    so a quick run through the same code path happens here first, to import everything.
+    """
+    with contextlib.redirect_stdout(_text_stream()), contextlib.redirect_stderr(_text_stream()):
+        main(["scripts", "run", "--socket", socket_path, "hello.sh"])
+
+    def job() -> str:
+        errors = _text_stream()
+        with contextlib.redirect_stdout(_text_stream()), contextlib.redirect_stderr(errors):
+            code = main(["scripts", "run", "--socket", socket_path, *args])
+        errors.flush()
+        assert isinstance(errors.buffer, io.BytesIO)
+        return f"{code}\n{errors.buffer.getvalue().decode()}"
+
+    code, _, stderr = as_user(TIGHT_UID, TIGHT_UID, job).partition("\n")
+    return int(code), stderr
+
+
+def test_a_timeout_exits_124_with_the_reason(helper: HelperDaemon) -> None:
+    code, stderr = _cli_as_tight_client(helper.socket_path, ["sleeper.sh", "roboz-cli-timeout"])
+    assert code == EXIT_TIMEOUT, stderr
+    assert stderr.splitlines()[-1].startswith("roboz scripts: timeout (timeout limit)")
+
+
+def test_an_output_flood_exits_125_with_the_reason(helper: HelperDaemon) -> None:
+    code, stderr = _cli_as_tight_client(helper.socket_path, ["lots.sh", "100000"])
+    assert code == EXIT_OUTPUT_LIMIT, stderr
+    # The script's own stderr came first; the reason is the last line.
+    assert stderr.splitlines()[-1].startswith("roboz scripts: output_limit (output limit)")
