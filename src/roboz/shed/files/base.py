@@ -6,7 +6,7 @@ with the pinned descriptors, so nothing runs unless all of its checks passed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from roboz.shed.files.globs import expand, has_glob, reject_unsupported
@@ -71,6 +71,23 @@ class Invocation:
             )
         return result
 
+    def pin_destinations(
+        self, displays: list[str], require: Callable[[Pinned, str], None]
+    ) -> list[Pinned]:
+        """CREATE-pin every destination; an existing one must pass ``require``. All or
+        nothing: when one fails, those already pinned are closed."""
+        pinned: list[Pinned] = []
+        try:
+            for display in displays:
+                item = self.guard.pin(Operation.CREATE, display)
+                pinned.append(item)
+                if item.exists:
+                    require(item, display)
+        except Exception:
+            close_all(pinned)
+            raise
+        return pinned
+
     def pin_file(self, operation: Operation, display: str) -> Pinned:
         pinned = self.guard.pin(operation, display)
         try:
@@ -89,8 +106,13 @@ class Prepared:
     pinned: list[Pinned] = field(default_factory=list)
 
     def close(self) -> None:
-        for item in self.pinned:
-            item.close()
+        close_all(self.pinned)
+
+
+def close_all(pinned: Iterable[Pinned]) -> None:
+    """Release pinned descriptors, e.g. when preparing a command fails half-way."""
+    for item in pinned:
+        item.close()
 
 
 Preparer = Callable[[Invocation], Prepared]

@@ -14,7 +14,7 @@ import posixpath
 import stat
 from collections.abc import Iterator
 
-from roboz.shed.files.base import Invocation, Prepared, ok
+from roboz.shed.files.base import Invocation, Prepared, close_all, ok
 from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome
 from roboz.shed.files.removal import protect_base, same_entry
@@ -32,11 +32,6 @@ from roboz.shed.sandbox.guard import AccessError
 from roboz.shed.sandbox.resolve import Pinned, reopen
 
 
-def _closing(pinned: list[Pinned]) -> None:
-    for item in pinned:
-        item.close()
-
-
 def _status(errors: list[str]) -> Outcome:
     return Outcome(1 if errors else 0, b"", "\n".join(errors).encode() + (b"\n" if errors else b""))
 
@@ -44,16 +39,7 @@ def _status(errors: list[str]) -> Outcome:
 def prepare_touch(inv: Invocation) -> Prepared:
     displays = inv.paths(glob=False)
     no_create = inv.parsed.has("-c")
-    pinned: list[Pinned] = []
-    try:
-        for display in displays:
-            item = inv.guard.pin(Operation.CREATE, display)
-            pinned.append(item)
-            if item.exists:
-                require_regular_or_dir(item, display)
-    except Exception:
-        _closing(pinned)
-        raise
+    pinned = inv.pin_destinations(displays, require_regular_or_dir)
 
     def run(stdin: bytes) -> Outcome:
         errors = []
@@ -212,7 +198,7 @@ def prepare_cp(inv: Invocation) -> Prepared:
                 )
             jobs.append((final_display, src, final))
     except Exception:
-        _closing(pinned)
+        close_all(pinned)
         raise
 
     def run(stdin: bytes) -> Outcome:
@@ -289,7 +275,7 @@ def prepare_mv(inv: Invocation) -> Prepared:
                 raise AccessError(f"mv: cannot overwrite directory {final_display}")
             jobs.append((source, src, final))
     except Exception:
-        _closing(pinned)
+        close_all(pinned)
         raise
 
     def run(stdin: bytes) -> Outcome:

@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Callable
 
-from roboz.shed.files.base import Invocation, Prepared
+from roboz.shed.files.base import Invocation, Prepared, close_all
 from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome, find_binary, run_binary
 from roboz.shed.files.removal import protect_base, same_entry
@@ -333,8 +333,7 @@ def prepare_gio_trash(inv: Invocation) -> Prepared:
             elif not item.is_symlink:
                 require_regular(item, display)
     except Exception:
-        for _, item in jobs:
-            item.close()
+        close_all(item for _, item in jobs)
         raise
     env = {key: os.environ[key] for key in ("HOME", "XDG_DATA_HOME") if key in os.environ}
 

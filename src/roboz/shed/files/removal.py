@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from roboz.shed.files.base import Invocation, Prepared
+from roboz.shed.files.base import Invocation, Prepared, close_all
 from roboz.shed.files.process import Outcome
 from roboz.shed.models import ActionVerdict, Operation
 from roboz.shed.sandbox.deadline import check_deadline
@@ -88,8 +88,7 @@ def prepare_rm(inv: Invocation) -> Prepared:
                     raise AccessError(f"rm: {display}: is a directory (use -r)")
                 check_subtree(guard, item, display, (Operation.DELETE,), reads_content=False)
     except Exception:
-        for _, item in jobs:
-            item.close()
+        close_all(item for _, item in jobs)
         raise
 
     def run(stdin: bytes) -> Outcome:

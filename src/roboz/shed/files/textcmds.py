@@ -6,7 +6,7 @@ import codecs
 import os
 from collections.abc import Iterable, Iterator
 
-from roboz.shed.files.base import Invocation, Prepared, ok
+from roboz.shed.files.base import Invocation, Prepared, close_all, ok
 from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome
 from roboz.shed.models import Operation
@@ -25,8 +25,7 @@ def _sources(inv: Invocation) -> tuple[list[str], list[Pinned]]:
         for display in displays:
             pinned.append(inv.pin_file(Operation.READ, display))
     except Exception:
-        for item in pinned:
-            item.close()
+        close_all(pinned)
         raise
     return displays, pinned
 
@@ -236,17 +235,7 @@ def prepare_wc(inv: Invocation) -> Prepared:
 def prepare_tee(inv: Invocation) -> Prepared:
     displays = inv.paths(glob=False)
     append = inv.parsed.has("-a")
-    pinned: list[Pinned] = []
-    try:
-        for display in displays:
-            item = inv.guard.pin(Operation.CREATE, display)
-            pinned.append(item)
-            if item.exists:
-                require_regular(item, display)
-    except Exception:
-        for item in pinned:
-            item.close()
-        raise
+    pinned = inv.pin_destinations(displays, require_regular)
 
     def run(stdin: bytes) -> Outcome:
         errors = []
