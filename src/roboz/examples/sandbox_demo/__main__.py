@@ -8,6 +8,7 @@ without another LLM call. A summary closes the run.
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import sys
@@ -132,7 +133,15 @@ def _script(host_secret: Path, port: int) -> list[dict[str, object]]:
     ]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m roboz.examples.sandbox_demo",
+        description="Run the sandbox demo: a mock-LLM agent works on files through guarded "
+        "commands and runs a script in a SafeScripts helper started for the demo (as root the "
+        "runs use the user nobody; otherwise the helper runs rootless in a user namespace). "
+        "Exits 0 when the denial, the patch and every isolation check held.",
+    )
+    parser.parse_args(argv)
     events: list[Event] = []
     pipe = EventPipe([CliSink.default(), events.append])
     # Under /var/tmp rather than /tmp: a run's private /tmp would hide the host file anyway,
