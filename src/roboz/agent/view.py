@@ -47,6 +47,9 @@ class ConversationView:
         # A custom scrubber may filter or reorder across messages, so it sees the whole list;
         # the default one maps message by message and can be cached.
         self._per_message = scrubber in (None, default_messages_scrubber)
+        self._reset()
+
+    def _reset(self) -> None:
         self._stored: list[Message] = []
         self._visible: list[Message | None] = []
         self._records: list[ProviderRecord | None] = []
@@ -56,7 +59,7 @@ class ConversationView:
         count = len(self._stored)
         if len(messages) < count or (count and messages[count - 1] is not self._stored[-1]):
             # The conversation was rewritten in place (e.g. compaction): start over.
-            self.__init__(self._endpoint)  # type: ignore[misc]
+            self._reset()
             count = 0
         for index in range(count, len(messages)):
             message = messages[index]
