@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
 
-from roboz_helper.sandbox import cgroups, reclaim_stale_runs
+from roboz_helper.sandbox import cgroups, reclaim_stale_runs, run_in_sandbox
 
 from .conftest import Sandbox
 
@@ -172,3 +173,25 @@ def test_reclaim_kills_processes_left_in_a_crashed_helpers_cgroup(needs_root: No
             victim.kill()
             victim.wait()
         cg.remove()
+
+
+def test_a_long_lived_loop_removes_each_runs_cgroup_after_the_outcome(sandbox: Sandbox) -> None:
+    """The helper keeps one event loop for its lifetime: each run's (empty) cgroup is removed
+    in the background after the outcome is returned, and none accumulate."""
+
+    async def discard(stream: int, data: bytes) -> None:
+        return None
+
+    async def runs() -> list[bool]:
+        removed = []
+        for _ in range(3):
+            outcome = await run_in_sandbox(sandbox.spec(), discard)
+            assert outcome.status == "success", outcome
+            for _ in range(400):  # bounds a hang only; nothing here measures speed
+                if _no_run_cgroups_left():
+                    break
+                await asyncio.sleep(0.025)
+            removed.append(_no_run_cgroups_left())
+        return removed
+
+    assert asyncio.run(runs()) == [True, True, True]
