@@ -12,10 +12,10 @@ import os
 import re
 from collections.abc import Callable
 
-from roboz.shed.files.base import Invocation, Prepared, close_all
+from roboz.shed.files.base import Invocation, Prepared
 from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome, find_binary, run_binary
-from roboz.shed.files.removal import protect_base, same_entry
+from roboz.shed.files.removal import pin_for_removal, same_entry
 from roboz.shed.files.tokens import Tag
 from roboz.shed.models import ActionVerdict, Operation
 from roboz.shed.sandbox.fsops import check_subtree, require_regular, require_regular_or_dir
@@ -314,27 +314,13 @@ def prepare_find(inv: Invocation) -> Prepared:
 def prepare_gio_trash(inv: Invocation) -> Prepared:
     binary = find_binary("gio")
     force = inv.parsed.has("-f")
-    guard = inv.guard
     displays = inv.paths(glob=True)
     if not displays:
         raise CommandSyntaxError("gio trash: needs at least one PTH")
-    jobs: list[tuple[str, Pinned]] = []
-    try:
-        for display in displays:
-            item = guard.pin(Operation.DELETE, display, follow_final=False)
-            jobs.append((display, item))
-            protect_base(inv, item, display)
-            if item.st is None:
-                if force:
-                    continue
-                raise AccessError(f"gio trash: {display}: no such file or directory")
-            if item.is_dir:
-                check_subtree(guard, item, display, (Operation.DELETE,), reads_content=False)
-            elif not item.is_symlink:
-                require_regular(item, display)
-    except Exception:
-        close_all(item for _, item in jobs)
-        raise
+    # Trashing a directory moves it whole, so it needs DELETE on the subtree like rm -r.
+    jobs = pin_for_removal(
+        inv, displays, command="gio trash", force=force, recursive=True, check_file=require_regular
+    )
     env = {key: os.environ[key] for key in ("HOME", "XDG_DATA_HOME") if key in os.environ}
 
     def run(stdin: bytes) -> Outcome:

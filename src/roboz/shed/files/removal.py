@@ -5,7 +5,7 @@ are never removed, and a name is only acted on while it still is the object that
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from roboz.shed.files.base import Invocation, Prepared, close_all
 from roboz.shed.files.process import Outcome
@@ -63,33 +63,53 @@ def _remove_tree(fd: int, physical: str, inv: Invocation) -> Iterator[str]:
         os.close(fd)
 
 
+def pin_for_removal(
+    inv: Invocation,
+    displays: list[str],
+    *,
+    command: str,
+    force: bool,
+    recursive: bool,
+    check_file: Callable[[Pinned, str], None] | None = None,
+) -> list[tuple[str, Pinned]]:
+    """Pin every operand for DELETE without following a final symlink, all or nothing.
+
+    The base and its parents are refused; a directory needs ``recursive`` and DELETE on its
+    whole subtree; other entries (not symlinks) must pass ``check_file``. A missing operand
+    is an error unless ``force``; it stays in the list, pinned as absent.
+    """
+    jobs: list[tuple[str, Pinned]] = []
+    try:
+        for display in displays:
+            item = inv.guard.pin(Operation.DELETE, display, follow_final=False)
+            jobs.append((display, item))
+            protect_base(inv, item, display)
+            if item.st is None:
+                if force:
+                    continue
+                raise AccessError(f"{command}: {display}: no such file or directory")
+            if item.is_dir:
+                if not recursive:
+                    raise AccessError(f"{command}: {display}: is a directory (use -r)")
+                check_subtree(inv.guard, item, display, (Operation.DELETE,), reads_content=False)
+            elif check_file is not None and not item.is_symlink:
+                check_file(item, display)
+    except Exception:
+        close_all(item for _, item in jobs)
+        raise
+    return jobs
+
+
 def prepare_rm(inv: Invocation) -> Prepared:
     force = inv.parsed.has("-f")
     recursive = inv.parsed.has("-r")
-    guard = inv.guard
-    jobs: list[tuple[str, Pinned]] = []
     try:
         displays = inv.paths(glob=True)
     except AccessError:
         if not force:
             raise
         displays = []
-    try:
-        for display in displays:
-            item = guard.pin(Operation.DELETE, display, follow_final=False)
-            jobs.append((display, item))
-            protect_base(inv, item, display)
-            if item.st is None:
-                if force:
-                    continue
-                raise AccessError(f"rm: {display}: no such file or directory")
-            if item.is_dir:
-                if not recursive:
-                    raise AccessError(f"rm: {display}: is a directory (use -r)")
-                check_subtree(guard, item, display, (Operation.DELETE,), reads_content=False)
-    except Exception:
-        close_all(item for _, item in jobs)
-        raise
+    jobs = pin_for_removal(inv, displays, command="rm", force=force, recursive=recursive)
 
     def run(stdin: bytes) -> Outcome:
         errors = []
