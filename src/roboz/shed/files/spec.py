@@ -84,10 +84,13 @@ SPECS: dict[str, CommandSpec] = {
         ),
         CommandSpec(
             "tee",
-            "tee [FLG...] PTH...",
-            "write the piped input to files and to stdout",
+            "tee [FLG...] [CONTENT_ARG] PTH...",
+            "write the piped input, or one ARG's text, to files and to stdout",
             (_o("-a --append", "append instead of overwriting"),),
-            ("destinations are literal paths (no globs)",),
+            (
+                "the text is written byte for byte (no newline added); with a pipe the piped "
+                "input is written and an ARG is an error; destinations are literal paths",
+            ),
         ),
         CommandSpec(
             "touch",

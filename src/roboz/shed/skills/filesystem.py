@@ -41,7 +41,9 @@ cut, narrow the command.
 Operand order: cp/mv SOURCE... DEST (DEST last); grep/rg PATTERN then paths (or -e PATTERN);
 find START... then its expression (FLG tests with their ARG values, e.g. ["-name","FLG"],
 ["*.py","ARG"]); diff FILE1 FILE2; gio trash is ["gio","CMD"],["trash","ARG"],PTH...
-Writing a file: pipe into tee (cat a | tee b) or use apply_patch. Permissions: reading and
+Writing a file: tee with the text as one ARG before the destinations
+([["tee","CMD"],["line 1\\n","ARG"],["notes/a.txt","PTH"]]), pipe into tee (cat a | tee b),
+or use apply_patch. Permissions: reading and
 listing need read; creating, writing or overwriting needs create; rm, mv (source) and gio
 trash need delete.
 

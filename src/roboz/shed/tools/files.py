@@ -33,10 +33,11 @@ def run_file_command(
 
     Give one ordered array `value` of [value, tag] pairs: CMD command, FLG option, ARG value,
     PTH path, CTL control operator (&&, ||, ;, |). Example: create a note and count its lines:
-    [["touch","CMD"],["notes/todo.md","PTH"],["&&","CTL"],["wc","CMD"],["-l","FLG"],
-    ["notes/todo.md","PTH"]]. The reply reports, per command, whether it ran, was denied (and
-    why) or was skipped, its exit status and its output. See the filesystem skill's
-    instructions for the commands and options allowed.
+    [["mkdir","CMD"],["-p","FLG"],["notes","PTH"],["&&","CTL"],["tee","CMD"],
+    ["line 1\\nline 2\\n","ARG"],["notes/today.txt","PTH"],["&&","CTL"],["wc","CMD"],
+    ["-l","FLG"],["notes/today.txt","PTH"]]. The reply reports, per command, whether it ran,
+    was denied (and why) or was skipped, its exit status and its output. See the filesystem
+    skill's instructions for the commands and options allowed.
     """
     try:
         tokens = [(value, Tag(tag)) for value, tag in input.value]
