@@ -157,6 +157,12 @@ class FileCommandEngine:
         except (AccessError, OSError) as error:
             reason = str(error) if isinstance(error, AccessError) else str(error.strerror)
             return CommandReport(call.text, "ran", 1, stderr=reason), Outcome(1, b"", b"")
+        except Exception as error:  # as in the prepare stage: report it, keep the run going
+            reason = (
+                f"internal error ({type(error).__name__}) while running; "
+                "changes made before it stay"
+            )
+            return CommandReport(call.text, "failed", FAILED_STATUS, reason=reason), None
         finally:
             prepared.close()
         report = CommandReport(
