@@ -98,7 +98,7 @@ def replacement_chunks(
 
 def apply_patch(
     policy: PermissionPolicy,
-    path: str,
+    path: str | os.PathLike[str],
     old_string: str,
     new_string: str,
     *,
@@ -110,6 +110,7 @@ def apply_patch(
 
     Raises PermissionDenied, AccessError or PatchError; on any error nothing changed.
     """
+    path = os.fspath(path)
     old = _encode(old_string, "old_string")
     new = _encode(new_string, "new_string")
     if "\x00" in path or not path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass
 
 from pypdf import PdfReader
@@ -34,7 +35,7 @@ class PdfText:
 
 def read_pdf(
     policy: PermissionPolicy,
-    path: str,
+    path: str | os.PathLike[str],
     start_page: int = 1,
     end_page: int | None = None,
     *,
@@ -44,6 +45,7 @@ def read_pdf(
 ) -> PdfText:
     """The text of pages ``start_page``..``end_page`` (1-based, inclusive), each headed by its
     page number, within ``output_limit`` characters."""
+    path = os.fspath(path)
     guard = CommandGuard(policy, tool=tool, pipe=pipe)
     with guard.pin(Operation.READ, path) as pinned:
         require_regular(pinned, path)

@@ -9,6 +9,7 @@ agent can read the diagnostic and react.
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -159,11 +160,11 @@ class SafeScriptsClient:
 
     def __init__(
         self,
-        socket_path: str,
+        socket_path: str | os.PathLike[str],
         timeout: float = 10.0,
         max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
     ) -> None:
-        self.socket_path = socket_path
+        self.socket_path = os.fspath(socket_path)
         self.timeout = timeout
         self.max_capture_bytes = max_capture_bytes
 

@@ -1,0 +1,126 @@
+"""A REAL SafeScripts helper daemon for the client and tool tests, started with pytest-xprocess.
+
+Its own small policy and scripts (a script that streams slowly, one that sleeps in several
+processes until killed), so these tests never change what other areas' daemons list. Files
+live under /var/tmp because every run gets a private /tmp.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.helper_daemon import running_helper
+
+NOBODY = 65534
+
+SCRIPTS: dict[str, str] = {
+    "greet.sh": '#!/bin/sh\n# Greet the arguments.\necho "hello $*"\n',
+    # $1 lines on stdout and stderr, $2 seconds apart: output arrives while the script runs.
+    "slow.sh": (
+        "#!/bin/sh\n# Print lines slowly.\n"
+        'i=1; while [ $i -le "$1" ]; do echo "tick $i"; echo "warn $i" >&2; sleep "$2"; '
+        "i=$((i+1)); done\n"
+    ),
+    "lots.sh": (
+        "#!/bin/sh\n# Print many numbered lines.\n"
+        'i=1; while [ $i -le "$1" ]; do echo "line $i"; i=$((i+1)); done\n'
+    ),
+    # The marker argument is in the cmdline of the script and of both children, so the host's
+    # /proc tells whether anything of the run survived; one child escapes with setsid.
+    "sleeper.sh": (
+        "#!/bin/sh\n# Sleep in three processes until killed.\n"
+        "sh -c 'sleep 600' \"$1\" &\n"
+        "setsid sh -c 'sleep 600' \"$1\" &\n"
+        "echo ready\nwait\n"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Helper:
+    socket_path: str
+    base: Path
+
+
+def _policy(base: Path, socket_path: str) -> str:
+    return f"""
+[server]
+socket = "{socket_path}"
+socket_mode = 0o600
+
+[[clients]]
+uid = 0
+profile = "agent"
+
+[profiles.agent]
+run_as_user = "nobody"
+scripts_dir = "{base / "scripts"}"
+workdir = "{base / "work"}"
+network = "none"
+commands = ["/bin/echo", "/bin/sh"]
+env = {{ PATH = "/usr/bin:/bin", LANG = "C.UTF-8" }}
+timeout_s = 30.0
+max_output_bytes = 4194304
+"""
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids whose command line contains ``marker`` (/proc shows every pid namespace)."""
+    found = []
+    needle = marker.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if needle in fh.read():
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return [pid for pid in found if pid != os.getpid()]
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+    """Poll for an eventual state. Not a speed assertion: the bound only stops a hung test."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"never happened: {what}")
+
+
+@pytest.fixture(scope="session")
+def _safe_scripts_helper(xprocess: object) -> Iterator[Helper]:
+    base = Path(tempfile.mkdtemp(prefix="roboz-safe-scripts-", dir="/var/tmp"))
+    base.chmod(0o755)
+    (base / "scripts").mkdir()
+    for name, text in SCRIPTS.items():
+        script = base / "scripts" / name
+        script.write_text(text)
+        script.chmod(0o755)
+    (base / "work").mkdir()
+    os.chown(base / "work", NOBODY, NOBODY)
+    socket_path = str(base / "helper.sock")
+    policy = base / "policy.toml"
+    policy.write_text(_policy(base, socket_path))
+    try:
+        with running_helper(xprocess, "roboz_safe_scripts_helper", policy, socket_path):
+            yield Helper(socket_path=socket_path, base=base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def helper(needs_root: None, request: pytest.FixtureRequest) -> Helper:
+    """Requesting needs_root first makes this skip (or fail in CI) before starting a daemon."""
+    daemon: Helper = request.getfixturevalue("_safe_scripts_helper")
+    return daemon
