@@ -13,10 +13,8 @@ from roboz.shed.files.globs import expand, has_glob, reject_unsupported
 from roboz.shed.files.parser import Call, CommandSyntaxError, Parsed
 from roboz.shed.files.process import Outcome
 from roboz.shed.files.tokens import Tag
+from roboz.shed.guard import AccessError, CommandGuard, Pinned, require_regular
 from roboz.shed.models import Operation
-from roboz.shed.sandbox.fsops import require_regular
-from roboz.shed.sandbox.guard import AccessError, CommandGuard
-from roboz.shed.sandbox.resolve import Pinned
 
 MAX_OPERANDS = 400
 """Paths per command: each stays pinned (an open descriptor) from its check to its use."""

@@ -12,9 +12,8 @@ from roboz.shed.files.parser import Call, CommandSyntaxError, parse_options, par
 from roboz.shed.files.process import MissingBinary, Outcome
 from roboz.shed.files.report import CommandReport, FileCommandResult, render
 from roboz.shed.files.tokens import Tag, Token
-from roboz.shed.sandbox.deadline import CommandTimeout, deadline
-from roboz.shed.sandbox.guard import AccessError, CommandGuard, PermissionDenied
-from roboz.shed.sandbox.policy import PermissionPolicy
+from roboz.shed.guard import AccessError, CommandGuard, CommandTimeout, PermissionDenied, deadline
+from roboz.shed.sandbox import PermissionPolicy
 
 DENIED_STATUS = 126
 TIMEOUT_STATUS = 124

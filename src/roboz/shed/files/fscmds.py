@@ -18,18 +18,19 @@ from roboz.shed.files.base import Invocation, Prepared, close_all, ok
 from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome
 from roboz.shed.files.removal import protect_base, same_entry
-from roboz.shed.models import Operation
-from roboz.shed.sandbox.deadline import check_deadline
-from roboz.shed.sandbox.fsops import (
+from roboz.shed.guard import (
     DIR_FLAGS,
+    AccessError,
+    Pinned,
     atomic_write,
+    check_deadline,
     check_subtree,
     plan_directories,
+    reopen,
     require_regular,
     require_regular_or_dir,
 )
-from roboz.shed.sandbox.guard import AccessError
-from roboz.shed.sandbox.resolve import Pinned, reopen
+from roboz.shed.models import Operation
 
 
 def _status(errors: list[str]) -> Outcome:

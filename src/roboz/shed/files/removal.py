@@ -9,11 +9,16 @@ from collections.abc import Callable, Iterator
 
 from roboz.shed.files.base import Invocation, Prepared, close_all
 from roboz.shed.files.process import Outcome
+from roboz.shed.guard import (
+    DIR_FLAGS,
+    AccessError,
+    PermissionDenied,
+    Pinned,
+    check_deadline,
+    check_subtree,
+    reopen,
+)
 from roboz.shed.models import ActionVerdict, Operation
-from roboz.shed.sandbox.deadline import check_deadline
-from roboz.shed.sandbox.fsops import DIR_FLAGS, check_subtree
-from roboz.shed.sandbox.guard import AccessError, PermissionDenied
-from roboz.shed.sandbox.resolve import Pinned, reopen
 
 
 def _status(errors: list[str]) -> Outcome:

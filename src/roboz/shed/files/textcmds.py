@@ -10,11 +10,15 @@ from roboz.shed.files.base import Invocation, Prepared, close_all, ok
 from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome
 from roboz.shed.files.tokens import Tag, Token
+from roboz.shed.guard import (
+    AccessError,
+    Pinned,
+    check_deadline,
+    default_file_mode,
+    reopen,
+    require_regular,
+)
 from roboz.shed.models import Operation
-from roboz.shed.sandbox.deadline import check_deadline
-from roboz.shed.sandbox.fsops import default_file_mode, require_regular
-from roboz.shed.sandbox.guard import AccessError
-from roboz.shed.sandbox.resolve import Pinned, reopen
 
 CHUNK = 1 << 20
 

@@ -12,16 +12,17 @@ import os
 from dataclasses import dataclass
 
 from roboz.runtime.events import EventPipe
-from roboz.shed.models import Operation
-from roboz.shed.sandbox.fsops import (
+from roboz.shed.guard import (
+    AccessError,
+    CommandGuard,
     atomic_write,
     default_file_mode,
     plan_directories,
+    reopen,
     require_regular,
 )
-from roboz.shed.sandbox.guard import AccessError, CommandGuard
-from roboz.shed.sandbox.policy import PermissionPolicy
-from roboz.shed.sandbox.resolve import reopen
+from roboz.shed.models import Operation
+from roboz.shed.sandbox import PermissionPolicy
 
 
 class PatchError(Exception):

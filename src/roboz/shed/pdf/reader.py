@@ -10,10 +10,9 @@ from pypdf import PdfReader
 from pypdf.errors import PdfReadError, PyPdfError
 
 from roboz.runtime.events import EventPipe
+from roboz.shed.guard import AccessError, CommandGuard, read_pinned, require_regular
 from roboz.shed.models import Operation
-from roboz.shed.sandbox.fsops import read_pinned, require_regular
-from roboz.shed.sandbox.guard import AccessError, CommandGuard
-from roboz.shed.sandbox.policy import PermissionPolicy
+from roboz.shed.sandbox import PermissionPolicy
 
 DEFAULT_OUTPUT_LIMIT = 40_000
 MAX_PDF_BYTES = 200 * 1024 * 1024

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pydantic import Field
 
 from roboz.models import Empty, Message, Severity, Str, Truncation
+from roboz.shed.guard import AccessError, PermissionDenied
 from roboz.shed.patch.engine import PatchError
 from roboz.shed.patch.engine import apply_patch as apply_literal_patch
-from roboz.shed.sandbox.guard import AccessError, PermissionDenied
 from roboz.shed.tools.context import FilesystemContext
 from roboz.tools import Tool, factory
 

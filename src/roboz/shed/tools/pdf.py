@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from roboz.models import Empty, Message, Severity, Str, Truncation
+from roboz.shed.guard import AccessError, PermissionDenied
 from roboz.shed.pdf.reader import PdfError, read_pdf
-from roboz.shed.sandbox.guard import AccessError, PermissionDenied
 from roboz.shed.tools.context import PdfContext
 from roboz.tools import Tool, factory
 

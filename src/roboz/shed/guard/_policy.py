@@ -14,8 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roboz.shed.models import ActionVerdict, Operation, PermissionRule
-from roboz.shed.sandbox.patterns import (
+from roboz.shed.guard._patterns import (
     absolute_pattern,
     components,
     covers_all_below,
@@ -24,6 +23,7 @@ from roboz.shed.sandbox.patterns import (
     name_regex,
     pattern_regex,
 )
+from roboz.shed.models import ActionVerdict, Operation, PermissionRule
 
 
 def normalize(path: str | os.PathLike[str], base: str) -> str:
