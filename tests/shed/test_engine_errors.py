@@ -3,19 +3,18 @@ command, with the sequence's exit status, and the agent's run goes on."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from roboz import Agent
 from roboz.llm import MockLLMEndpoint
-from roboz.models import Role, Stop
+from roboz.models import Stop
 from roboz.shed.files import engine
 from roboz.shed.files.base import Invocation, Prepared
 from roboz.shed.skills import FilesystemContext, filesystem_skill
 from roboz.tools import stop
 
 from .fileutil import make_workspace
+from .test_skills_e2e import tool_results
 
 
 class Broken(RuntimeError):
@@ -82,10 +81,6 @@ def test_the_agent_run_goes_on(ws):
     )
     output, messages = agent.invoke()
     assert isinstance(output, Stop) and output.value == "reported"
-    [report] = [
-        json.loads(m.content)["value"]
-        for m in messages
-        if m.role is Role.TOOL and m.caller == "execute_file_command"
-    ]
+    [report] = tool_results(messages, "execute_file_command")
     assert "internal error (Broken) while running" in report
     assert "exit status 2" in report

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from pydantic import ValidationError
 
 from roboz import Agent
 from roboz.llm import MockLLMEndpoint
-from roboz.models import Role
 from roboz.runtime.io import use_user_io
 from roboz.shed.files import FileCommandInput
 from roboz.shed.models import ActionVerdict, Operation, PermissionRule
@@ -18,6 +15,7 @@ from roboz.shed.skills import FilesystemContext, filesystem_instructions, filesy
 from roboz.tools import stop
 
 from .fileutil import ScriptedIO, make_workspace, snapshot
+from .test_skills_e2e import tool_results
 
 # The seed's "creates a note and counts its lines", exactly as the LLM writes it.
 SEED_EXAMPLE = [
@@ -66,11 +64,7 @@ def test_the_seed_example_creates_the_note_and_counts_two_lines(tmp_path):
     )
     _, messages = agent.invoke()
     assert (base / "notes/today.txt").read_bytes() == b"line 1\nline 2\n"
-    [report] = [
-        json.loads(m.content)["value"]
-        for m in messages
-        if m.role is Role.TOOL and m.caller == "execute_file_command"
-    ]
+    [report] = tool_results(messages, "execute_file_command")
     assert "3 ran; exit status 0" in report
     assert "2 notes/today.txt" in report
 

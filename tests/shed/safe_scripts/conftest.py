@@ -1,25 +1,20 @@
 """A REAL SafeScripts helper daemon for the client and tool tests, started with pytest-xprocess.
 
-Its own small policy and scripts (a script that streams slowly, one that sleeps in several
-processes until killed), so these tests never change what other areas' daemons list. Files
-live under /var/tmp because every run gets a private /tmp.
+Its own scripts (one that streams slowly, one that sleeps in several processes until killed),
+so these tests never change what other areas' daemons list.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from tests.helper_daemon import running_helper
+from tests.shed.scripts_helper import Helper, serving
 
-NOBODY = 65534
+__all__ = ["Helper"]
 
 SCRIPTS: dict[str, str] = {
     "greet.sh": '#!/bin/sh\n# Greet the arguments.\necho "hello $*"\n',
@@ -42,34 +37,6 @@ SCRIPTS: dict[str, str] = {
         "echo ready\nwait\n"
     ),
 }
-
-
-@dataclass(frozen=True)
-class Helper:
-    socket_path: str
-    base: Path
-
-
-def _policy(base: Path, socket_path: str) -> str:
-    return f"""
-[server]
-socket = "{socket_path}"
-socket_mode = 0o600
-
-[[clients]]
-uid = 0
-profile = "agent"
-
-[profiles.agent]
-run_as_user = "nobody"
-scripts_dir = "{base / "scripts"}"
-workdir = "{base / "work"}"
-network = "none"
-commands = ["/bin/echo", "/bin/sh"]
-env = {{ PATH = "/usr/bin:/bin", LANG = "C.UTF-8" }}
-timeout_s = 30.0
-max_output_bytes = 4194304
-"""
 
 
 def processes_with(marker: str) -> list[int]:
@@ -100,23 +67,14 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str =
 
 @pytest.fixture(scope="session")
 def _safe_scripts_helper(xprocess: object) -> Iterator[Helper]:
-    base = Path(tempfile.mkdtemp(prefix="roboz-safe-scripts-", dir="/var/tmp"))
-    base.chmod(0o755)
-    (base / "scripts").mkdir()
-    for name, text in SCRIPTS.items():
-        script = base / "scripts" / name
-        script.write_text(text)
-        script.chmod(0o755)
-    (base / "work").mkdir()
-    os.chown(base / "work", NOBODY, NOBODY)
-    socket_path = str(base / "helper.sock")
-    policy = base / "policy.toml"
-    policy.write_text(_policy(base, socket_path))
-    try:
-        with running_helper(xprocess, "roboz_safe_scripts_helper", policy, socket_path):
-            yield Helper(socket_path=socket_path, base=base)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    with serving(
+        xprocess,
+        "roboz_safe_scripts_helper",
+        SCRIPTS,
+        commands=("/bin/echo", "/bin/sh"),
+        max_output_bytes=4 << 20,
+    ) as helper:
+        yield helper
 
 
 @pytest.fixture

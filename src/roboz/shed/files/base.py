@@ -122,3 +122,8 @@ class CommandFailed(Exception):
 
 def ok(stdout: bytes = b"", stderr: bytes = b"", status: int = 0) -> Outcome:
     return Outcome(status, stdout, stderr)
+
+
+def failures(errors: list[str]) -> Outcome:
+    """Status 1 with one stderr line per error, or success when there were none."""
+    return Outcome(1 if errors else 0, b"", "".join(f"{error}\n" for error in errors).encode())
