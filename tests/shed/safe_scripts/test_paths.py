@@ -9,8 +9,8 @@ import pytest
 from roboz.shed.capabilities import SafeScripts
 from roboz.shed.dependency_health import HelperSocketDependency
 from roboz.shed.models import Operation, PermissionRule
-from roboz.shed.patch.engine import apply_patch
-from roboz.shed.pdf.reader import read_pdf
+from roboz.shed.patch import apply_patch
+from roboz.shed.pdf import read_pdf
 from roboz.shed.safe_scripts import HelperUnavailable, SafeScriptsClient
 from roboz.shed.safe_scripts.tool import get_run_shell_script
 from roboz.shed.sandbox import PermissionPolicy

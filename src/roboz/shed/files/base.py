@@ -41,9 +41,6 @@ class Invocation:
     def name(self) -> str:
         return self.call.name
 
-    def operand_values(self) -> list[tuple[str, Tag]]:
-        return self.parsed.operands
-
     def paths(self, operands: list[tuple[str, Tag]] | None = None, *, glob: bool) -> list[str]:
         """Path operands (tag PTH), globs expanded when ``glob`` (sources), else literal."""
         result: list[str] = []
@@ -114,10 +111,6 @@ def close_all(pinned: Iterable[Pinned]) -> None:
 
 
 Preparer = Callable[[Invocation], Prepared]
-
-
-class CommandFailed(Exception):
-    """A command could not run for a reason that is not a permission decision."""
 
 
 def ok(stdout: bytes = b"", stderr: bytes = b"", status: int = 0) -> Outcome:

@@ -15,7 +15,7 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from roboz.shed.files.base import Invocation, Prepared, close_all, failures, ok
+from roboz.shed.files.base import Invocation, Prepared, close_all, failures
 from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome
 from roboz.shed.files.removal import protect_base, same_entry
@@ -327,6 +327,3 @@ def prepare_mv(inv: Invocation) -> Prepared:
         return failures(errors)
 
     return Prepared(run, pinned)
-
-
-__all__ = ["ok", "prepare_cp", "prepare_mkdir", "prepare_mv", "prepare_touch"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -248,18 +247,3 @@ class PermissionPolicy:
         if not covered:
             found.add(self.default_verdict)
         return frozenset(found)
-
-    def rules_text(self) -> str:
-        """A short human-readable summary, for instructions and messages."""
-        lines = [f"base: {self._base}", f"default: {self.default_verdict.value}"]
-        for name, rules in (("allow", self.allow), ("deny", self.deny), ("ask", self.ask)):
-            for rule in rules:
-                ops = ",".join(sorted(op.value for op in rule.operations))
-                lines.append(f"{name}: {rule.pattern} ({ops})")
-        return "\n".join(lines)
-
-
-def rules(patterns: Iterable[str], *operations: Operation) -> tuple[PermissionRule, ...]:
-    """Convenience: one rule per pattern with the given operations (all if none given)."""
-    ops = frozenset(operations) if operations else frozenset(Operation)
-    return tuple(PermissionRule(pattern=pattern, operations=ops) for pattern in patterns)

@@ -10,7 +10,7 @@ from pypdf import PdfReader
 from pypdf.errors import PdfReadError, PyPdfError
 
 from roboz.runtime.events import EventPipe
-from roboz.shed.guard import AccessError, CommandGuard, read_pinned, require_regular
+from roboz.shed.guard import CommandGuard, read_pinned, require_regular
 from roboz.shed.models import Operation
 from roboz.shed.sandbox import PermissionPolicy
 
@@ -97,6 +97,3 @@ def read_pdf(
             f"end_page={max(included + 1, start_page) + max((included - start_page) // 2, 0)}]"
         )
     return PdfText("".join(parts), pages, start_page, included, truncated)
-
-
-__all__ = ["AccessError", "PdfError", "PdfText", "read_pdf"]
