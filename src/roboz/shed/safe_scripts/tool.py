@@ -7,15 +7,20 @@ size the conversation can afford (head and tail kept, since errors usually come 
 
 from __future__ import annotations
 
+import codecs
 import os
 
 from pydantic import Field
 
 from roboz.models import Empty, Message, Str
+from roboz.runtime.events import ToolOutput, current_pipe
 from roboz.shed.safe_scripts.client import SafeScriptsClient, SafeScriptsError, ShellScriptResult
 from roboz.tools import Tool, factory
 
+_TOOL_NAME = "run_shell_script"
 DEFAULT_MAX_OUTPUT_CHARS = 8000
+DEFAULT_MAX_LIVE_CHARS = 64_000
+"""Characters of a run's output emitted as ToolOutput events while it runs."""
 
 
 class RunShellScriptInput(Empty):
@@ -43,12 +48,39 @@ class ShellScriptOutcome(Str):
 
 
 class _Context:
-    def __init__(self, client: SafeScriptsClient, max_output_chars: int) -> None:
+    def __init__(
+        self, client: SafeScriptsClient, max_output_chars: int, max_live_chars: int
+    ) -> None:
         self.client = client
         self.max_output_chars = max_output_chars
+        self.max_live_chars = max_live_chars
 
 
-@factory(name="run_shell_script")
+class _LiveOutput:
+    """Emits a run's output as ToolOutput events on the run's pipe while it arrives, at most
+    ``limit`` characters in all (a UI wants to see progress, not a second copy of a log)."""
+
+    def __init__(self, limit: int) -> None:
+        self.pipe = current_pipe()
+        self.left = limit
+        self.decoders = {
+            stream: codecs.getincrementaldecoder("utf-8")("replace")
+            for stream in ("stdout", "stderr")
+        }
+
+    def __call__(self, stream: str, data: bytes) -> None:
+        if self.pipe is None or self.left <= 0:
+            return
+        text = self.decoders[stream].decode(data)
+        if not text:
+            return
+        truncated = len(text) >= self.left
+        text = text[: self.left]
+        self.left -= len(text)
+        self.pipe.emit(ToolOutput(tool=_TOOL_NAME, stream=stream, text=text, truncated=truncated))
+
+
+@factory(name=_TOOL_NAME)
 def _run_shell_script(
     input: RunShellScriptInput, messages: list[Message], ctx: _Context
 ) -> ShellScriptListing | ShellScriptOutcome:
@@ -64,7 +96,8 @@ def _run_shell_script(
     try:
         if input.script is None:
             return _listing(ctx.client)
-        result = ctx.client.run_script(input.script, input.args)
+        live = _LiveOutput(ctx.max_live_chars)
+        result = ctx.client.run_script(input.script, input.args, on_output=live)
     except SafeScriptsError as error:
         # The helper being unreachable is something the agent should report, not a crash.
         return ShellScriptOutcome(
@@ -79,14 +112,19 @@ def get_run_shell_script(
     client_or_socket_path: SafeScriptsClient | str | os.PathLike[str],
     *,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    max_live_chars: int = DEFAULT_MAX_LIVE_CHARS,
 ) -> Tool:
-    """The run_shell_script tool talking to the helper through ``client_or_socket_path``."""
+    """The run_shell_script tool talking to the helper through ``client_or_socket_path``.
+
+    The result gives the LLM at most ``max_output_chars`` of each stream; while a script runs,
+    its first ``max_live_chars`` characters of output are emitted as ToolOutput events.
+    """
     client = (
         client_or_socket_path
         if isinstance(client_or_socket_path, SafeScriptsClient)
         else SafeScriptsClient(os.fspath(client_or_socket_path))
     )
-    return _run_shell_script(_Context(client, max_output_chars))
+    return _run_shell_script(_Context(client, max_output_chars, max_live_chars))
 
 
 def _listing(client: SafeScriptsClient) -> ShellScriptListing:
