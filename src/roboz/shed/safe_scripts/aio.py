@@ -8,7 +8,6 @@ whose client hung up: nothing of the run is left behind.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -17,7 +16,6 @@ from roboz_helper import protocol
 from roboz_helper.protocol import ExecCommand, Greeting, ListScripts, RunScript
 
 from roboz.shed.safe_scripts.client import (
-    DEFAULT_CAPTURE_BYTES,
     HEADER_SIZE,
     ClientRefused,
     ConnectionLost,
@@ -27,6 +25,7 @@ from roboz.shed.safe_scripts.client import (
     ScriptInfo,
     ShellScriptResult,
     _check_greeting,
+    _ClientSettings,
     _connect_error,
     _decode_frame,
     _frame_length,
@@ -132,19 +131,9 @@ class ScriptStream:
             conn.close()
 
 
-class AsyncSafeScriptsClient:
+class AsyncSafeScriptsClient(_ClientSettings):
     """Talk to a roboz-helper on ``socket_path`` from asyncio code; the same calls, results
     and errors as SafeScriptsClient, plus ``stream_script`` / ``stream_command``."""
-
-    def __init__(
-        self,
-        socket_path: str | os.PathLike[str],
-        timeout: float = 10.0,
-        max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
-    ) -> None:
-        self.socket_path = os.fspath(socket_path)
-        self.timeout = timeout
-        self.max_capture_bytes = max_capture_bytes
 
     async def check(self) -> Greeting:
         """Connect and return the helper's greeting, or raise why that is not possible."""

@@ -259,12 +259,8 @@ class _Connection:
             raise ConnectionLost("the helper closed the connection unexpectedly") from None
 
 
-class SafeScriptsClient:
-    """Talk to a roboz-helper on `socket_path`.
-
-    `timeout` bounds connecting and each wait for a frame; while a run is in progress the wait
-    is stretched to the run's own time limit announced in the greeting.
-    """
+class _ClientSettings:
+    """Where the helper is and how long to wait for it; shared by both clients."""
 
     def __init__(
         self,
@@ -275,6 +271,14 @@ class SafeScriptsClient:
         self.socket_path = os.fspath(socket_path)
         self.timeout = timeout
         self.max_capture_bytes = max_capture_bytes
+
+
+class SafeScriptsClient(_ClientSettings):
+    """Talk to a roboz-helper on `socket_path`.
+
+    `timeout` bounds connecting and each wait for a frame; while a run is in progress the wait
+    is stretched to the run's own time limit announced in the greeting.
+    """
 
     # --- public API ---------------------------------------------------------------------------
 
