@@ -6,15 +6,14 @@ so these tests never change what other areas' daemons list.
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
+from tests.helper.conftest import processes_with, wait_until
 from tests.shed.scripts_helper import Helper, serving
 
-__all__ = ["Helper"]
+__all__ = ["Helper", "processes_with", "wait_until"]
 
 SCRIPTS: dict[str, str] = {
     "greet.sh": '#!/bin/sh\n# Greet the arguments.\necho "hello $*"\n',
@@ -37,32 +36,6 @@ SCRIPTS: dict[str, str] = {
         "echo ready\nwait\n"
     ),
 }
-
-
-def processes_with(marker: str) -> list[int]:
-    """Host pids whose command line contains ``marker`` (/proc shows every pid namespace)."""
-    found = []
-    needle = marker.encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                if needle in fh.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return [pid for pid in found if pid != os.getpid()]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
-    """Poll for an eventual state. Not a speed assertion: the bound only stops a hung test."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"never happened: {what}")
 
 
 @pytest.fixture(scope="session")
