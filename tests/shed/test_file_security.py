@@ -409,7 +409,7 @@ def test_ask_goes_to_the_user_and_never_overrides_deny(tmp_path):
 def test_permission_decisions_are_emitted(ws):
     from roboz.runtime.events import EventPipe
     from roboz.shed.files import FileCommandEngine
-    from roboz.shed.sandbox import PermissionDecided
+    from roboz.shed.guard import PermissionDecided
 
     from .fileutil import toks
 

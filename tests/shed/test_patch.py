@@ -8,9 +8,9 @@ import stat
 import pytest
 
 from roboz.runtime.io import use_user_io
+from roboz.shed.guard import AccessError, CommandGuard, PermissionDenied
 from roboz.shed.models import Operation, PermissionRule
 from roboz.shed.patch import PatchError, apply_patch
-from roboz.shed.sandbox import AccessError, CommandGuard, PermissionDenied
 
 from .fileutil import SECRET, ScriptedIO, make_workspace, snapshot
 

@@ -9,9 +9,9 @@ import pytest
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
+from roboz.shed.guard import PermissionDenied
 from roboz.shed.models import Operation, PermissionRule
 from roboz.shed.pdf import PdfError, read_pdf
-from roboz.shed.sandbox import PermissionDenied
 
 from .fileutil import make_workspace
 

@@ -8,8 +8,9 @@ from roboz import Agent
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Message, Role, Stop
 from roboz.runtime import EventPipe
+from roboz.shed.guard import PermissionDecided
 from roboz.shed.models import ActionVerdict, Operation, PermissionRule
-from roboz.shed.sandbox import PermissionDecided, PermissionPolicy
+from roboz.shed.sandbox import PermissionPolicy
 from roboz.shed.skills import FilesystemContext, PdfContext, filesystem_skill, pdf_skill
 from roboz.shed.tools import get_apply_patch, get_run_file_command
 from roboz.shed.tools.pdf import get_pdf_tool

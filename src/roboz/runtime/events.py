@@ -142,3 +142,17 @@ def emit(event: Event) -> None:
     pipe = _current_pipe.get()
     if pipe is not None:
         pipe.emit(event)
+
+
+@dataclass(frozen=True)
+class ToolOutput(Event):
+    """Output a tool produces while it runs (a script's stdout or stderr), for live display.
+
+    The tool's result still carries the output as before; these events are bounded per call,
+    and ``truncated`` marks the last one once that bound was reached.
+    """
+
+    tool: str = ""
+    stream: str = ""
+    text: str = ""
+    truncated: bool = False

@@ -45,8 +45,11 @@ logger = logging.getLogger(__name__)
 class HelperSocketDependency:
     """The SafeScripts helper daemon, reached through its Unix socket."""
 
-    socket_path: str
+    socket_path: str | os.PathLike[str]
     timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "socket_path", os.fspath(self.socket_path))
 
     @property
     def name(self) -> str:

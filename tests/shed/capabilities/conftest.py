@@ -1,23 +1,14 @@
-"""The REAL SafeScripts helper daemon for capability tests, started with pytest-xprocess.
-
-Like tests/helper/conftest.py, with a smaller policy: uid 0 (this test process) may run the
-scripts below as nobody. Files live under /var/tmp because every run gets a private /tmp.
-"""
+"""The REAL SafeScripts helper daemon for capability tests, started with pytest-xprocess."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from tests.helper_daemon import running_helper
+from tests.shed.scripts_helper import Helper, serving
 
-NOBODY = 65534
+__all__ = ["Helper"]
 
 SCRIPTS: dict[str, str] = {
     "greet.sh": '#!/bin/sh\n# Greet the people named in the arguments.\necho "hello $*"\nid -u\n',
@@ -29,53 +20,10 @@ SCRIPTS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Helper:
-    socket_path: str
-    base: Path
-
-
-def _policy(base: Path, socket_path: str) -> str:
-    return f"""
-[server]
-socket = "{socket_path}"
-socket_mode = 0o600
-
-[[clients]]
-uid = 0
-profile = "agent"
-
-[profiles.agent]
-run_as_user = "nobody"
-scripts_dir = "{base / "scripts"}"
-workdir = "{base / "work"}"
-network = "none"
-env = {{ PATH = "/usr/bin:/bin", LANG = "C.UTF-8" }}
-timeout_s = 30.0
-max_output_bytes = 1048576
-"""
-
-
 @pytest.fixture(scope="session")
 def _capabilities_helper(xprocess: object) -> Iterator[Helper]:
-    base = Path(tempfile.mkdtemp(prefix="roboz-capabilities-", dir="/var/tmp"))
-    base.chmod(0o755)
-    (base / "scripts").mkdir()
-    for name, text in SCRIPTS.items():
-        script = base / "scripts" / name
-        script.write_text(text)
-        script.chmod(0o755)
-    (base / "work").mkdir()
-    os.chown(base / "work", NOBODY, NOBODY)
-    socket_path = str(base / "helper.sock")
-    policy = base / "policy.toml"
-    policy.write_text(_policy(base, socket_path))
-
-    try:
-        with running_helper(xprocess, "roboz_capabilities_helper", policy, socket_path):
-            yield Helper(socket_path=socket_path, base=base)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    with serving(xprocess, "roboz_capabilities_helper", SCRIPTS) as helper:
+        yield helper
 
 
 @pytest.fixture

@@ -19,8 +19,9 @@ from roboz.models import Role
 from roboz.runtime.events import Event, EventPipe
 from roboz.shed.capabilities import Filesystem, Pdf
 from roboz.shed.dependency_health import ExecutableDependency
+from roboz.shed.guard import PermissionDecided
 from roboz.shed.models import ActionVerdict, Operation, PermissionRule
-from roboz.shed.sandbox import PermissionDecided, PermissionPolicy
+from roboz.shed.sandbox import PermissionPolicy
 from roboz.tools import stop
 from tests.shed.capabilities.pdfs import write_text_pdf
 

@@ -22,10 +22,10 @@ from roboz.models import Message, Str
 from roboz.runtime import EventPipe
 from roboz.runtime.events import AgentFinished, Event, ToolStarted
 from roboz.runtime.sinks import CliSink
+from roboz.shed.guard import PermissionDecided
 from roboz.shed.models import ActionVerdict, Operation, PermissionRule
 from roboz.shed.safe_scripts.tool import ShellScriptOutcome, get_run_shell_script
 from roboz.shed.sandbox import PermissionPolicy
-from roboz.shed.sandbox.guard import PermissionDecided
 from roboz.shed.skills import FilesystemContext, filesystem_skill
 from roboz.tools import stop
 

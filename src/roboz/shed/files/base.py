@@ -13,10 +13,8 @@ from roboz.shed.files.globs import expand, has_glob, reject_unsupported
 from roboz.shed.files.parser import Call, CommandSyntaxError, Parsed
 from roboz.shed.files.process import Outcome
 from roboz.shed.files.tokens import Tag
+from roboz.shed.guard import AccessError, CommandGuard, Pinned, require_regular
 from roboz.shed.models import Operation
-from roboz.shed.sandbox.fsops import require_regular
-from roboz.shed.sandbox.guard import AccessError, CommandGuard
-from roboz.shed.sandbox.resolve import Pinned
 
 MAX_OPERANDS = 400
 """Paths per command: each stays pinned (an open descriptor) from its check to its use."""
@@ -42,9 +40,6 @@ class Invocation:
     @property
     def name(self) -> str:
         return self.call.name
-
-    def operand_values(self) -> list[tuple[str, Tag]]:
-        return self.parsed.operands
 
     def paths(self, operands: list[tuple[str, Tag]] | None = None, *, glob: bool) -> list[str]:
         """Path operands (tag PTH), globs expanded when ``glob`` (sources), else literal."""
@@ -118,9 +113,10 @@ def close_all(pinned: Iterable[Pinned]) -> None:
 Preparer = Callable[[Invocation], Prepared]
 
 
-class CommandFailed(Exception):
-    """A command could not run for a reason that is not a permission decision."""
-
-
 def ok(stdout: bytes = b"", stderr: bytes = b"", status: int = 0) -> Outcome:
     return Outcome(status, stdout, stderr)
+
+
+def failures(errors: list[str]) -> Outcome:
+    """Status 1 with one stderr line per error, or success when there were none."""
+    return Outcome(1 if errors else 0, b"", "".join(f"{error}\n" for error in errors).encode())

@@ -3,18 +3,17 @@ run it only if all checks passed, and report what happened."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from roboz.runtime.events import EventPipe
 from roboz.shed.files import fscmds, native, removal, textcmds
 from roboz.shed.files.base import Invocation, Limits, Preparer
-from roboz.shed.files.parser import Call, CommandSyntaxError, parse_options, parse_sequence
+from roboz.shed.files.parser import Call, CommandSyntaxError, Step, parse_options, parse_sequence
 from roboz.shed.files.process import MissingBinary, Outcome
 from roboz.shed.files.report import CommandReport, FileCommandResult, render
 from roboz.shed.files.tokens import Tag, Token
-from roboz.shed.sandbox.deadline import CommandTimeout, deadline
-from roboz.shed.sandbox.guard import AccessError, CommandGuard, PermissionDenied
-from roboz.shed.sandbox.policy import PermissionPolicy
+from roboz.shed.guard import AccessError, CommandGuard, CommandTimeout, PermissionDenied, deadline
+from roboz.shed.sandbox import PermissionPolicy
 
 DENIED_STATUS = 126
 TIMEOUT_STATUS = 124
@@ -48,6 +47,30 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
+def parse(
+    tokens: Sequence[tuple[str, str]], *, options: bool = False
+) -> list[Step] | FileCommandResult:
+    """The sequence's steps, or the report of its syntax error (then nothing ran).
+
+    With ``options`` every command's options are checked as well, as the tool does before
+    anything runs; the engine itself checks a command's options when it reaches it.
+    """
+    try:
+        steps = parse_sequence([(value, Tag(tag)) for value, tag in tokens])
+        if options:
+            for step in steps:
+                for call in step.pipeline:
+                    parse_options(call)
+    except (CommandSyntaxError, ValueError) as error:
+        report = CommandReport(
+            text=" ".join(value for value, _ in tokens), state="failed", reason=f"syntax: {error}"
+        )
+        return FileCommandResult(
+            value=render([report], FAILED_STATUS), exit_status=FAILED_STATUS, commands=[report]
+        )
+    return steps
+
+
 class FileCommandEngine:
     """Runs ``[value, tag]`` sequences under a PermissionPolicy."""
 
@@ -67,15 +90,9 @@ class FileCommandEngine:
         self.on_checked = on_checked
 
     def run(self, tokens: list[Token]) -> FileCommandResult:
-        try:
-            steps = parse_sequence([(value, Tag(tag)) for value, tag in tokens])
-        except (CommandSyntaxError, ValueError) as error:
-            report = CommandReport(
-                text=" ".join(v for v, _ in tokens), state="failed", reason=f"syntax: {error}"
-            )
-            return FileCommandResult(
-                value=render([report], FAILED_STATUS), exit_status=FAILED_STATUS, commands=[report]
-            )
+        steps = parse(tokens)
+        if isinstance(steps, FileCommandResult):
+            return steps
         reports: list[CommandReport] = []
         status = 0
         for step in steps:
@@ -157,6 +174,12 @@ class FileCommandEngine:
         except (AccessError, OSError) as error:
             reason = str(error) if isinstance(error, AccessError) else str(error.strerror)
             return CommandReport(call.text, "ran", 1, stderr=reason), Outcome(1, b"", b"")
+        except Exception as error:  # as in the prepare stage: report it, keep the run going
+            reason = (
+                f"internal error ({type(error).__name__}) while running; "
+                "changes made before it stay"
+            )
+            return CommandReport(call.text, "failed", FAILED_STATUS, reason=reason), None
         finally:
             prepared.close()
         report = CommandReport(

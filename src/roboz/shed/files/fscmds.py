@@ -12,28 +12,26 @@ import errno
 import os
 import posixpath
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from roboz.shed.files.base import Invocation, Prepared, close_all, ok
+from roboz.shed.files.base import Invocation, Prepared, close_all, failures
 from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome
 from roboz.shed.files.removal import protect_base, same_entry
-from roboz.shed.models import Operation
-from roboz.shed.sandbox.deadline import check_deadline
-from roboz.shed.sandbox.fsops import (
+from roboz.shed.guard import (
     DIR_FLAGS,
+    AccessError,
+    Pinned,
     atomic_write,
+    check_deadline,
     check_subtree,
     plan_directories,
+    reopen,
     require_regular,
     require_regular_or_dir,
 )
-from roboz.shed.sandbox.guard import AccessError
-from roboz.shed.sandbox.resolve import Pinned, reopen
-
-
-def _status(errors: list[str]) -> Outcome:
-    return Outcome(1 if errors else 0, b"", "\n".join(errors).encode() + (b"\n" if errors else b""))
+from roboz.shed.models import Operation
 
 
 def prepare_touch(inv: Invocation) -> Prepared:
@@ -62,7 +60,7 @@ def prepare_touch(inv: Invocation) -> Prepared:
                     )
             except OSError as error:
                 errors.append(f"touch: {display}: {error.strerror}")
-        return _status(errors)
+        return failures(errors)
 
     return Prepared(run, pinned)
 
@@ -92,7 +90,7 @@ def prepare_mkdir(inv: Invocation) -> Prepared:
                 os.close(plan.create())
             except OSError as error:
                 errors.append(f"mkdir: {display}: {error.strerror}")
-        return _status(errors)
+        return failures(errors)
 
     return Prepared(run, [plan.anchor for plan in plans])
 
@@ -113,6 +111,41 @@ def _target(inv: Invocation, sources: list[str], dest: str) -> tuple[Pinned, boo
         target.close()
         raise AccessError(f"{inv.name}: {dest}: with several sources DEST must be a directory")
     return target, into
+
+
+Transfer = tuple[str, Pinned, Pinned]
+"""One source of cp or mv: its display name, the pinned source, the pinned final path."""
+
+
+@dataclass(frozen=True)
+class _Destination:
+    display: str
+    target: Pinned
+    into: bool
+    """Whether ``target`` is an existing directory the sources go into."""
+
+    def final(self, name: str) -> str:
+        return posixpath.join(self.display, name) if self.into else self.display
+
+
+def _plan_transfers(
+    inv: Invocation, plan_one: Callable[[str, _Destination, list[Pinned]], Transfer]
+) -> tuple[list[Transfer], list[Pinned]]:
+    """Pin the destination, then let ``plan_one(source, destination, pinned)`` check each
+    source (appending what it pins). All or nothing: on any error everything is released."""
+    sources, dest = _split_dest(inv)
+    pinned: list[Pinned] = []
+    jobs: list[Transfer] = []
+    try:
+        target, into = _target(inv, sources, dest)
+        pinned.append(target)
+        destination = _Destination(dest, target, into)
+        for source in sources:
+            jobs.append(plan_one(source, destination, pinned))
+    except Exception:
+        close_all(pinned)
+        raise
+    return jobs, pinned
 
 
 def _walk_copy(src_fd: int, dst_fd: int) -> Iterator[str]:
@@ -154,52 +187,48 @@ def _chunks(fd: int) -> Iterator[bytes]:
 
 
 def prepare_cp(inv: Invocation) -> Prepared:
-    sources, dest = _split_dest(inv)
     recursive = inv.parsed.has("-r")
     no_clobber = inv.parsed.has("-n")
     guard = inv.guard
-    pinned: list[Pinned] = []
-    jobs: list[tuple[str, Pinned, Pinned]] = []
-    try:
-        target, into = _target(inv, sources, dest)
-        pinned.append(target)
-        for source in sources:
-            src = guard.pin(Operation.READ, source)
-            pinned.append(src)
-            require_regular_or_dir(src, source)
-            if src.is_dir and not recursive:
-                raise AccessError(f"cp: {source}: is a directory (use -r)")
-            final_display = posixpath.join(dest, src.name) if into else dest
-            final = guard.pin(Operation.CREATE, final_display) if into else target
-            if into:
-                pinned.append(final)
-            if final.exists:
-                if src.is_dir != final.is_dir:
-                    raise AccessError(f"cp: cannot overwrite {final_display} with {source}")
-                if (
-                    final.st
-                    and src.st
-                    and (final.st.st_ino, final.st.st_dev) == (src.st.st_ino, src.st.st_dev)
-                ):
-                    raise AccessError(f"cp: {source} and {final_display} are the same file")
-                if not final.is_dir:
-                    require_regular(final, final_display)
-            if src.is_dir:
-                if final.physical == src.physical or final.physical.startswith(src.physical + "/"):
-                    raise AccessError(f"cp: cannot copy {source} into itself")
-                check_subtree(
-                    guard,
-                    src,
-                    source,
-                    (Operation.READ,),
-                    reads_content=True,
-                    dest=final.physical,
-                    dest_operations=(Operation.CREATE,),
-                )
-            jobs.append((final_display, src, final))
-    except Exception:
-        close_all(pinned)
-        raise
+
+    def plan_one(source: str, destination: _Destination, pinned: list[Pinned]) -> Transfer:
+        src = guard.pin(Operation.READ, source)
+        pinned.append(src)
+        require_regular_or_dir(src, source)
+        if src.is_dir and not recursive:
+            raise AccessError(f"cp: {source}: is a directory (use -r)")
+        final_display = destination.final(src.name)
+        if destination.into:
+            final = guard.pin(Operation.CREATE, final_display)
+            pinned.append(final)
+        else:
+            final = destination.target
+        if final.exists:
+            if src.is_dir != final.is_dir:
+                raise AccessError(f"cp: cannot overwrite {final_display} with {source}")
+            if (
+                final.st
+                and src.st
+                and (final.st.st_ino, final.st.st_dev) == (src.st.st_ino, src.st.st_dev)
+            ):
+                raise AccessError(f"cp: {source} and {final_display} are the same file")
+            if not final.is_dir:
+                require_regular(final, final_display)
+        if src.is_dir:
+            if final.physical == src.physical or final.physical.startswith(src.physical + "/"):
+                raise AccessError(f"cp: cannot copy {source} into itself")
+            check_subtree(
+                guard,
+                src,
+                source,
+                (Operation.READ,),
+                reads_content=True,
+                dest=final.physical,
+                dest_operations=(Operation.CREATE,),
+            )
+        return (final_display, src, final)
+
+    jobs, pinned = _plan_transfers(inv, plan_one)
 
     def run(stdin: bytes) -> Outcome:
         errors: list[str] = []
@@ -229,54 +258,48 @@ def prepare_cp(inv: Invocation) -> Prepared:
                     os.close(fd)
             except OSError as error:
                 errors.append(f"cp: {display}: {error.strerror}")
-        return _status(errors)
+        return failures(errors)
 
     return Prepared(run, pinned)
 
 
 def prepare_mv(inv: Invocation) -> Prepared:
-    sources, dest = _split_dest(inv)
     no_clobber = inv.parsed.has("-n")
     guard = inv.guard
-    pinned: list[Pinned] = []
-    jobs: list[tuple[str, Pinned, Pinned]] = []
-    try:
-        target, into = _target(inv, sources, dest)
-        pinned.append(target)
-        for source in sources:
-            guard.lexical(Operation.READ, source)
-            src = guard.pin(Operation.DELETE, source, follow_final=False)
-            pinned.append(src)
-            guard.physical(Operation.READ, src.physical, source)
-            if src.st is None:
-                raise AccessError(f"mv: {source}: no such file or directory")
-            protect_base(inv, src, source)
-            final_display = posixpath.join(dest, src.name) if into else dest
-            final = (
-                guard.pin(Operation.CREATE, final_display, follow_final=False) if into else target
+
+    def plan_one(source: str, destination: _Destination, pinned: list[Pinned]) -> Transfer:
+        guard.lexical(Operation.READ, source)
+        src = guard.pin(Operation.DELETE, source, follow_final=False)
+        pinned.append(src)
+        guard.physical(Operation.READ, src.physical, source)
+        if src.st is None:
+            raise AccessError(f"mv: {source}: no such file or directory")
+        protect_base(inv, src, source)
+        final_display = destination.final(src.name)
+        if destination.into:
+            final = guard.pin(Operation.CREATE, final_display, follow_final=False)
+            pinned.append(final)
+        else:
+            final = destination.target
+        if src.is_dir:
+            if final.physical.startswith(src.physical + "/"):
+                raise AccessError(f"mv: cannot move {source} into itself")
+            check_subtree(
+                guard,
+                src,
+                source,
+                (Operation.READ, Operation.DELETE),
+                reads_content=False,
+                dest=final.physical,
+                dest_operations=(Operation.CREATE,),
             )
-            if into:
-                pinned.append(final)
-            if src.is_dir:
-                if final.physical.startswith(src.physical + "/"):
-                    raise AccessError(f"mv: cannot move {source} into itself")
-                check_subtree(
-                    guard,
-                    src,
-                    source,
-                    (Operation.READ, Operation.DELETE),
-                    reads_content=False,
-                    dest=final.physical,
-                    dest_operations=(Operation.CREATE,),
-                )
-            elif not src.is_symlink:
-                require_regular(src, source)
-            if final.exists and final.is_dir and not src.is_dir:
-                raise AccessError(f"mv: cannot overwrite directory {final_display}")
-            jobs.append((source, src, final))
-    except Exception:
-        close_all(pinned)
-        raise
+        elif not src.is_symlink:
+            require_regular(src, source)
+        if final.exists and final.is_dir and not src.is_dir:
+            raise AccessError(f"mv: cannot overwrite directory {final_display}")
+        return (source, src, final)
+
+    jobs, pinned = _plan_transfers(inv, plan_one)
 
     def run(stdin: bytes) -> Outcome:
         errors = []
@@ -301,9 +324,6 @@ def prepare_mv(inv: Invocation) -> Prepared:
                     else error.strerror
                 )
                 errors.append(f"mv: {display}: {reason}")
-        return _status(errors)
+        return failures(errors)
 
     return Prepared(run, pinned)
-
-
-__all__ = ["ok", "prepare_cp", "prepare_mkdir", "prepare_mv", "prepare_touch"]

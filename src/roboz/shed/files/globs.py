@@ -12,11 +12,8 @@ import posixpath
 import re
 import stat
 
+from roboz.shed.guard import DIR_FLAGS, AccessError, CommandGuard, check_deadline, reopen
 from roboz.shed.models import ActionVerdict, Operation
-from roboz.shed.sandbox.deadline import check_deadline
-from roboz.shed.sandbox.fsops import DIR_FLAGS
-from roboz.shed.sandbox.guard import AccessError, CommandGuard
-from roboz.shed.sandbox.resolve import reopen
 
 MAX_MATCHES = 10_000
 

@@ -17,10 +17,15 @@ from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome, find_binary, run_binary
 from roboz.shed.files.removal import pin_for_removal, same_entry
 from roboz.shed.files.tokens import Tag
+from roboz.shed.guard import (
+    AccessError,
+    PermissionDenied,
+    Pinned,
+    check_subtree,
+    require_regular,
+    require_regular_or_dir,
+)
 from roboz.shed.models import ActionVerdict, Operation
-from roboz.shed.sandbox.fsops import check_subtree, require_regular, require_regular_or_dir
-from roboz.shed.sandbox.guard import AccessError, PermissionDenied
-from roboz.shed.sandbox.resolve import Pinned
 
 
 def _rewrite(data: bytes, names: dict[int, str], dotted: frozenset[int] = frozenset()) -> bytes:

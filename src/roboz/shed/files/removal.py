@@ -7,17 +7,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 
-from roboz.shed.files.base import Invocation, Prepared, close_all
+from roboz.shed.files.base import Invocation, Prepared, close_all, failures
 from roboz.shed.files.process import Outcome
+from roboz.shed.guard import (
+    DIR_FLAGS,
+    AccessError,
+    PermissionDenied,
+    Pinned,
+    check_deadline,
+    check_subtree,
+    reopen,
+)
 from roboz.shed.models import ActionVerdict, Operation
-from roboz.shed.sandbox.deadline import check_deadline
-from roboz.shed.sandbox.fsops import DIR_FLAGS, check_subtree
-from roboz.shed.sandbox.guard import AccessError, PermissionDenied
-from roboz.shed.sandbox.resolve import Pinned, reopen
-
-
-def _status(errors: list[str]) -> Outcome:
-    return Outcome(1 if errors else 0, b"", "\n".join(errors).encode() + (b"\n" if errors else b""))
 
 
 def same_entry(item: Pinned) -> bool:
@@ -130,6 +131,6 @@ def prepare_rm(inv: Invocation) -> Prepared:
                     errors.append(f"rm: {display}: changed since it was checked; not removed")
             except OSError as error:
                 errors.append(f"rm: {display}: {error.strerror}")
-        return _status(errors)
+        return failures(errors)
 
     return Prepared(run, [item for _, item in jobs])

@@ -16,8 +16,8 @@ class CommandReport:
     text: str
     """The command as written."""
     state: str
-    """"ran", "denied", "failed" (could not start: syntax, missing file, missing program)
-    or "skipped" (an operator did not reach it)."""
+    """"ran", "denied", "failed" (could not start: syntax, missing file, missing program; or
+    broke off with an internal error) or "skipped" (an operator did not reach it)."""
     status: int | None = None
     stdout: str = ""
     stderr: str = ""

@@ -17,6 +17,7 @@ FIND_TYPE = re.compile(r"[fdl]")
 class Option:
     names: tuple[str, ...]
     help: str
+    """Only what the names do not already say (the LLM knows GNU options); often empty."""
     value: str | None = None
     """None for a switch; "ARG" or "PTH" for an option that consumes the next token."""
     check: re.Pattern[str] | None = None
@@ -29,6 +30,8 @@ class CommandSpec:
     summary: str
     options: tuple[Option, ...] = ()
     notes: tuple[str, ...] = ()
+    like: str | None = None
+    """A command whose identical options the instructions name only by their short form."""
     by_name: dict[str, Option] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -38,7 +41,7 @@ class CommandSpec:
 
 
 def _o(
-    names: str, help: str, value: str | None = None, check: re.Pattern[str] | None = None
+    names: str, help: str = "", value: str | None = None, check: re.Pattern[str] | None = None
 ) -> Option:
     return Option(tuple(names.split()), help, value, check)
 
@@ -50,230 +53,196 @@ SPECS: dict[str, CommandSpec] = {
         CommandSpec(
             "cat",
             "cat [FLG...] [PTH...]",
-            "print files (or the piped input)",
-            (_o("-n --number", "number all lines"),),
+            "print files or stdin",
+            (_o("-n --number"),),
         ),
         CommandSpec(
             "head",
             "head [FLG...] [PTH...]",
-            "first lines (default 10)",
-            (
-                _o("-n --lines", "number of lines", "ARG", NUMBER),
-                _o("-c --bytes", "number of bytes", "ARG", NUMBER),
-            ),
+            "first 10 lines",
+            (_o("-n --lines", "", "ARG", NUMBER), _o("-c --bytes", "", "ARG", NUMBER)),
         ),
         CommandSpec(
             "tail",
             "tail [FLG...] [PTH...]",
-            "last lines (default 10); -n +K starts at line K",
+            "last 10 lines",
             (
-                _o("-n --lines", "number of lines (+K: from line K)", "ARG", TAIL_NUMBER),
-                _o("-c --bytes", "number of bytes", "ARG", NUMBER),
+                _o("-n --lines", "+K: from line K", "ARG", TAIL_NUMBER),
+                _o("-c --bytes", "", "ARG", NUMBER),
             ),
         ),
         CommandSpec(
             "wc",
             "wc [FLG...] [PTH...]",
-            "count lines, words, bytes",
-            (
-                _o("-l --lines", "lines"),
-                _o("-w --words", "words"),
-                _o("-c --bytes", "bytes"),
-                _o("-m --chars", "characters"),
-            ),
+            "count lines, words and bytes",
+            (_o("-l --lines"), _o("-w --words"), _o("-c --bytes"), _o("-m --chars")),
         ),
         CommandSpec(
             "tee",
-            "tee [FLG...] PTH...",
-            "write the piped input to files and to stdout",
-            (_o("-a --append", "append instead of overwriting"),),
-            ("destinations are literal paths (no globs)",),
+            "tee [FLG...] [CONTENT_ARG] PTH...",
+            "write stdin or the ARG's text to files and stdout",
+            (_o("-a --append"),),
+            ("text is written byte for byte; not with a pipe",),
         ),
         CommandSpec(
             "touch",
             "touch [FLG...] PTH...",
-            "create empty files or update their times",
-            (_o("-c --no-create", "do not create missing files"),),
-            ("paths are literal (no globs)",),
+            "create files or update their times",
+            (_o("-c --no-create"),),
         ),
-        CommandSpec(
-            "mkdir",
-            "mkdir [FLG...] PTH...",
-            "create directories",
-            (_o("-p --parents", "create missing parents, no error if existing"),),
-            ("paths are literal (no globs)",),
-        ),
+        CommandSpec("mkdir", "mkdir [FLG...] PTH...", "create directories", (_o("-p --parents"),)),
         CommandSpec(
             "cp",
             "cp [FLG...] SOURCE_PTH... DEST_PTH",
-            "copy files (directories with -r)",
-            (
-                _o("-r -R --recursive", "copy directories recursively"),
-                _o("-n --no-clobber", "do not overwrite existing files"),
-            ),
-            (
-                "the last PTH is the destination and must be literal; with several sources it "
-                "must be an existing directory",
-            ),
+            "copy",
+            (_o("-r -R --recursive"), _o("-n --no-clobber")),
+            ("with several sources DEST is a directory",),
         ),
         CommandSpec(
             "mv",
             "mv [FLG...] SOURCE_PTH... DEST_PTH",
             "move or rename",
-            (_o("-n --no-clobber", "do not overwrite existing files"),),
-            (
-                "the last PTH is the destination and must be literal; moves within one file "
-                "system only",
-            ),
+            (_o("-n --no-clobber"),),
+            ("within one file system",),
         ),
         CommandSpec(
             "rm",
             "rm [FLG...] PTH...",
-            "remove files (directories with -r)",
-            (
-                _o("-r -R --recursive", "remove directories and their contents"),
-                _o("-f --force", "ignore missing files"),
-            ),
-            ("the base directory and its parents can never be removed",),
+            "remove",
+            (_o("-r -R --recursive"), _o("-f --force")),
+            ("never the base or its parents",),
         ),
         CommandSpec(
             "grep",
             "grep [FLG...] PATTERN_ARG [PTH...]",
-            "search text with regular expressions",
+            "regex search",
             (
-                _o("-i --ignore-case", "ignore case"),
-                _o("-v --invert-match", "non-matching lines"),
-                _o("-n --line-number", "line numbers"),
-                _o("-c --count", "count matching lines"),
-                _o("-l --files-with-matches", "names of matching files"),
-                _o("-L --files-without-match", "names of non-matching files"),
-                _o("-w --word-regexp", "whole words"),
-                _o("-x --line-regexp", "whole lines"),
-                _o("-F --fixed-strings", "literal pattern"),
-                _o("-E --extended-regexp", "ERE"),
-                _o("-r --recursive", "search directories (symlinks inside are not followed)"),
-                _o("-h --no-filename", "no file names"),
-                _o("-H --with-filename", "file names"),
-                _o("-o --only-matching", "only the matches"),
-                _o("-s --no-messages", "quiet errors"),
-                _o("-q --quiet", "exit status only"),
-                _o("-e --regexp", "pattern (repeatable; then no PATTERN operand)", "ARG"),
-                _o("-f --file", "read patterns from a file (checked for read)", "PTH"),
-                _o("-m --max-count", "stop after NUM matches per file", "ARG", NUMBER),
-                _o("-A --after-context", "lines after", "ARG", NUMBER),
-                _o("-B --before-context", "lines before", "ARG", NUMBER),
-                _o("-C --context", "lines around", "ARG", NUMBER),
-                _o("--include", "only files matching GLOB", "ARG"),
-                _o("--exclude", "skip files matching GLOB", "ARG"),
-                _o("--exclude-dir", "skip directories matching GLOB", "ARG"),
+                _o("-i --ignore-case"),
+                _o("-v --invert-match"),
+                _o("-n --line-number"),
+                _o("-c --count"),
+                _o("-l --files-with-matches"),
+                _o("-L --files-without-match"),
+                _o("-w --word-regexp"),
+                _o("-x --line-regexp"),
+                _o("-F --fixed-strings"),
+                _o("-E --extended-regexp"),
+                _o("-r --recursive"),
+                _o("-h --no-filename"),
+                _o("-H --with-filename"),
+                _o("-o --only-matching"),
+                _o("-s --no-messages"),
+                _o("-q --quiet"),
+                _o("-e --regexp", "repeatable, replaces PATTERN", "ARG"),
+                _o("-f --file", "patterns; needs read", "PTH"),
+                _o("-m --max-count", "", "ARG", NUMBER),
+                _o("-A --after-context", "", "ARG", NUMBER),
+                _o("-B --before-context", "", "ARG", NUMBER),
+                _o("-C --context", "", "ARG", NUMBER),
+                _o("--include", "", "ARG"),
+                _o("--exclude", "", "ARG"),
+                _o("--exclude-dir", "", "ARG"),
             ),
-            ("with -r and no PTH the base directory is searched",),
+            (),
         ),
         CommandSpec(
             "rg",
             "rg [FLG...] PATTERN_ARG [PTH...]",
-            "ripgrep: fast recursive search",
+            "ripgrep",
             (
-                _o("-i --ignore-case", "ignore case"),
-                _o("-S --smart-case", "smart case"),
-                _o("-s --case-sensitive", "case sensitive"),
-                _o("-v --invert-match", "invert"),
-                _o("-n --line-number", "line numbers"),
-                _o("-N --no-line-number", "none"),
-                _o("-c --count", "count matching lines"),
-                _o("-l --files-with-matches", "names"),
-                _o("-w --word-regexp", "whole words"),
-                _o("-x --line-regexp", "whole lines"),
-                _o("-F --fixed-strings", "literal pattern"),
-                _o("-o --only-matching", "matches"),
-                _o("--hidden", "search hidden files"),
-                _o("--no-ignore", "ignore .gitignore"),
-                _o("--files", "list the files that would be searched (no PATTERN)"),
-                _o("-e --regexp", "pattern (repeatable)", "ARG"),
-                _o("-g --glob", "include/exclude GLOB (!GLOB excludes)", "ARG"),
-                _o("-t --type", "only this file type (py, md...)", "ARG"),
-                _o("-T --type-not", "exclude this file type", "ARG"),
-                _o("-m --max-count", "matches per file", "ARG", NUMBER),
-                _o("-A --after-context", "lines after", "ARG", NUMBER),
-                _o("-B --before-context", "lines before", "ARG", NUMBER),
-                _o("-C --context", "lines around", "ARG", NUMBER),
+                _o("-i --ignore-case"),
+                _o("-S --smart-case"),
+                _o("-s --case-sensitive"),
+                _o("-v --invert-match"),
+                _o("-n --line-number"),
+                _o("-N --no-line-number"),
+                _o("-c --count"),
+                _o("-l --files-with-matches"),
+                _o("-w --word-regexp"),
+                _o("-x --line-regexp"),
+                _o("-F --fixed-strings"),
+                _o("-o --only-matching"),
+                _o("--hidden"),
+                _o("--no-ignore"),
+                _o("--files", "list files, no PATTERN"),
+                _o("-e --regexp", "repeatable", "ARG"),
+                _o("-g --glob", "!GLOB excludes", "ARG"),
+                _o("-t --type", "e.g. py", "ARG"),
+                _o("-T --type-not", "", "ARG"),
+                _o("-m --max-count", "", "ARG", NUMBER),
+                _o("-A --after-context", "", "ARG", NUMBER),
+                _o("-B --before-context", "", "ARG", NUMBER),
+                _o("-C --context", "", "ARG", NUMBER),
             ),
-            (
-                "symlinks are not followed; --pre, --pre-glob and -z are not available",
-                "with no PTH the base directory is searched",
-            ),
+            ("no --pre or -z",),
+            like="grep",
         ),
         CommandSpec(
             "ls",
             "ls [FLG...] [PTH...]",
-            "list directories",
+            "list",
             (
-                _o("-l", "long format"),
-                _o("-a --all", "include . entries"),
-                _o("-A --almost-all", "hidden, without . and .."),
-                _o("-h --human-readable", "sizes like 1K"),
-                _o("-R --recursive", "recursive"),
+                _o("-l", "long"),
+                _o("-a --all"),
+                _o("-A --almost-all"),
+                _o("-h --human-readable"),
+                _o("-R --recursive"),
                 _o("-1", "one per line"),
-                _o("-t", "sort by time"),
-                _o("-S", "sort by size"),
-                _o("-r --reverse", "reverse order"),
-                _o("-d --directory", "directories themselves"),
-                _o("-F --classify", "append / to directories"),
+                _o("-t", "by time"),
+                _o("-S", "by size"),
+                _o("-r --reverse"),
+                _o("-d --directory"),
+                _o("-F --classify"),
             ),
         ),
         CommandSpec(
             "find",
             "find [START_PTH...] [EXPRESSION FLG/ARG...]",
-            "find files by name/type/size",
+            "find files",
             (
-                _o("-name", "base name matches GLOB", "ARG"),
-                _o("-iname", "like -name, ignoring case", "ARG"),
-                _o("-path", "path matches GLOB", "ARG"),
-                _o("-ipath", "like -path", "ARG"),
-                _o("-type", "f file, d directory, l symlink", "ARG", FIND_TYPE),
-                _o("-maxdepth", "descend at most N levels", "ARG", NUMBER),
-                _o("-mindepth", "skip the first N levels", "ARG", NUMBER),
-                _o("-size", "size, e.g. +10k", "ARG", FIND_SIZE),
-                _o("-mtime", "modified N days ago (+N/-N)", "ARG", SIGNED),
-                _o("-mmin", "modified N minutes ago (+N/-N)", "ARG", SIGNED),
-                _o("-newer", "newer than this file (checked for read)", "PTH"),
-                _o("-empty", "empty files and directories"),
-                _o("-print", "print (default)"),
-                _o("-print0", "NUL-separated"),
-                _o("-not !", "negate the next test"),
-                _o("-a -and", "and (default)"),
-                _o("-o -or", "or"),
-                _o("( )", "grouping (tag FLG)"),
+                _o("-name", "GLOB", "ARG"),
+                _o("-iname", "", "ARG"),
+                _o("-path", "", "ARG"),
+                _o("-ipath", "", "ARG"),
+                _o("-type", "f, d or l", "ARG", FIND_TYPE),
+                _o("-maxdepth", "", "ARG", NUMBER),
+                _o("-mindepth", "", "ARG", NUMBER),
+                _o("-size", "e.g. +10k", "ARG", FIND_SIZE),
+                _o("-mtime", "days, +N/-N", "ARG", SIGNED),
+                _o("-mmin", "minutes", "ARG", SIGNED),
+                _o("-newer", "needs read", "PTH"),
+                _o("-empty"),
+                _o("-print"),
+                _o("-print0"),
+                _o("-not !"),
+                _o("-a -and"),
+                _o("-o -or"),
+                _o("( )", "grouping"),
             ),
-            (
-                "start paths come first; symlinks are not followed; -exec, -execdir, -ok, -okdir, "
-                "-delete, -fprint, -fprint0, -fprintf, -fls, -L and -follow are not available",
-                "with no START_PTH the base directory is searched",
-            ),
+            ("start paths first; tests are FLG, their values ARG; no -exec, -delete or -L",),
         ),
         CommandSpec(
             "diff",
             "diff [FLG...] PTH PTH",
-            "compare two files (or two directories with -r)",
+            "compare two files (directories with -r)",
             (
-                _o("-u --unified", "unified format"),
-                _o("-U", "unified format with N lines of context", "ARG", NUMBER),
-                _o("-q --brief", "only whether they differ"),
-                _o("-r --recursive", "directories"),
-                _o("-N --new-file", "absent files as empty"),
-                _o("-i --ignore-case", "ignore case"),
-                _o("-w --ignore-all-space", "ignore white space"),
-                _o("-b --ignore-space-change", "ignore changes in amount of white space"),
-                _o("-B --ignore-blank-lines", "ignore blank lines"),
+                _o("-u --unified"),
+                _o("-U", "context lines", "ARG", NUMBER),
+                _o("-q --brief"),
+                _o("-r --recursive"),
+                _o("-N --new-file"),
+                _o("-i --ignore-case"),
+                _o("-w --ignore-all-space"),
+                _o("-b --ignore-space-change"),
+                _o("-B --ignore-blank-lines"),
             ),
-            ("both operands are files or both are directories; symlinks inside are not followed",),
         ),
         CommandSpec(
             "gio trash",
             "gio trash [FLG...] PTH...",
-            "move files or directories to the trash",
-            (_o("-f --force", "ignore missing files"),),
-            ('write it as ["gio", "CMD"], ["trash", "ARG"]; needs DELETE on everything trashed',),
+            "move to the trash",
+            (_o("-f --force"),),
+            ('written ["gio","CMD"],["trash","ARG"]',),
         ),
     )
 }
@@ -282,14 +251,18 @@ CONTROL_OPERATORS = ("&&", "||", ";", "|")
 
 
 def allowlist_text() -> str:
-    """The full option allowlist, one block per command (for the skill's instructions)."""
-    blocks = []
+    """The full option allowlist, one line per command (for the skill's instructions):
+    ``usage: summary; option, option (help); note``."""
+    lines = []
     for spec in SPECS.values():
-        lines = [f"{spec.usage}: {spec.summary}"]
+        same = set(SPECS[spec.like].options) if spec.like else set()
+        shared = [option.names[0] for option in spec.options if option in same]
+        options = [f"{spec.like}'s {' '.join(shared)}"] if shared else []
         for option in spec.options:
-            value = f" {option.value}" if option.value else ""
-            lines.append(f"  {' / '.join(option.names)}{value}: {option.help}")
-        for note in spec.notes:
-            lines.append(f"  note: {note}")
-        blocks.append("\n".join(lines))
-    return "\n".join(blocks)
+            if option in same:
+                continue
+            text = " ".join(option.names) + (f" {option.value}" if option.value else "")
+            options.append(text + (f" ({option.help})" if option.help else ""))
+        parts = [f"{spec.usage}: {spec.summary}", *([", ".join(options)] if options else [])]
+        lines.append("; ".join([*parts, *spec.notes]))
+    return "\n".join(lines)

@@ -9,11 +9,16 @@ from collections.abc import Iterable, Iterator
 from roboz.shed.files.base import Invocation, Prepared, close_all, ok
 from roboz.shed.files.parser import CommandSyntaxError
 from roboz.shed.files.process import Outcome
+from roboz.shed.files.tokens import Tag, Token
+from roboz.shed.guard import (
+    AccessError,
+    Pinned,
+    check_deadline,
+    default_file_mode,
+    reopen,
+    require_regular,
+)
 from roboz.shed.models import Operation
-from roboz.shed.sandbox.deadline import check_deadline
-from roboz.shed.sandbox.fsops import default_file_mode, require_regular
-from roboz.shed.sandbox.guard import AccessError
-from roboz.shed.sandbox.resolve import Pinned, reopen
 
 CHUNK = 1 << 20
 
@@ -232,12 +237,42 @@ def prepare_wc(inv: Invocation) -> Prepared:
     return Prepared(run, pinned)
 
 
+def _tee_content(inv: Invocation) -> tuple[bytes | None, list[Token]]:
+    """Split tee's operands into its inline content (one leading ARG) and its destinations.
+
+    Without a shell there is no ``echo``: ``tee "text" PTH...`` writes the text itself. A pipe
+    is the other source, so with one the ARG would be ambiguous and is refused.
+    """
+    operands = inv.parsed.operands
+    contents = [value for value, tag in operands if tag is not Tag.PTH]
+    if not contents:
+        return None, operands
+    if inv.piped:
+        raise CommandSyntaxError(
+            "tee: its input comes from the pipe; drop the content ARG or the pipe"
+        )
+    if len(contents) > 1 or operands[0][1] is Tag.PTH:
+        raise CommandSyntaxError(
+            "tee: give exactly one content ARG, before the destination PTHs "
+            '(["tee","CMD"],["text","ARG"],["file","PTH"])'
+        )
+    try:
+        data = contents[0].encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise CommandSyntaxError(
+            f"tee: the content is not valid text ({error.reason} at position {error.start})"
+        ) from None
+    return data, operands[1:]
+
+
 def prepare_tee(inv: Invocation) -> Prepared:
-    displays = inv.paths(glob=False)
+    content, destinations = _tee_content(inv)
+    displays = inv.paths(destinations, glob=False)
     append = inv.parsed.has("-a")
     pinned = inv.pin_destinations(displays, require_regular)
 
     def run(stdin: bytes) -> Outcome:
+        data = stdin if content is None else content
         errors = []
         for display, item in zip(displays, pinned, strict=True):
             try:
@@ -246,12 +281,12 @@ def prepare_tee(inv: Invocation) -> Prepared:
                 errors.append(f"tee: {display}: {error.strerror}")
                 continue
             try:
-                view = memoryview(stdin)
+                view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
             finally:
                 os.close(fd)
-        return Outcome(1 if errors else 0, stdin, "\n".join(errors).encode())
+        return Outcome(1 if errors else 0, data, "\n".join(errors).encode())
 
     return Prepared(run, pinned)
 

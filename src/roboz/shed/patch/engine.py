@@ -12,16 +12,17 @@ import os
 from dataclasses import dataclass
 
 from roboz.runtime.events import EventPipe
-from roboz.shed.models import Operation
-from roboz.shed.sandbox.fsops import (
+from roboz.shed.guard import (
+    AccessError,
+    CommandGuard,
     atomic_write,
     default_file_mode,
     plan_directories,
+    reopen,
     require_regular,
 )
-from roboz.shed.sandbox.guard import AccessError, CommandGuard
-from roboz.shed.sandbox.policy import PermissionPolicy
-from roboz.shed.sandbox.resolve import reopen
+from roboz.shed.models import Operation
+from roboz.shed.sandbox import PermissionPolicy
 
 
 class PatchError(Exception):
@@ -98,7 +99,7 @@ def replacement_chunks(
 
 def apply_patch(
     policy: PermissionPolicy,
-    path: str,
+    path: str | os.PathLike[str],
     old_string: str,
     new_string: str,
     *,
@@ -110,6 +111,7 @@ def apply_patch(
 
     Raises PermissionDenied, AccessError or PatchError; on any error nothing changed.
     """
+    path = os.fspath(path)
     old = _encode(old_string, "old_string")
     new = _encode(new_string, "new_string")
     if "\x00" in path or not path:

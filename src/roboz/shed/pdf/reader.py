@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass
 
 from pypdf import PdfReader
 from pypdf.errors import PdfReadError, PyPdfError
 
 from roboz.runtime.events import EventPipe
+from roboz.shed.guard import CommandGuard, read_pinned, require_regular
 from roboz.shed.models import Operation
-from roboz.shed.sandbox.fsops import read_pinned, require_regular
-from roboz.shed.sandbox.guard import AccessError, CommandGuard
-from roboz.shed.sandbox.policy import PermissionPolicy
+from roboz.shed.sandbox import PermissionPolicy
 
 DEFAULT_OUTPUT_LIMIT = 40_000
 MAX_PDF_BYTES = 200 * 1024 * 1024
@@ -34,7 +34,7 @@ class PdfText:
 
 def read_pdf(
     policy: PermissionPolicy,
-    path: str,
+    path: str | os.PathLike[str],
     start_page: int = 1,
     end_page: int | None = None,
     *,
@@ -44,6 +44,7 @@ def read_pdf(
 ) -> PdfText:
     """The text of pages ``start_page``..``end_page`` (1-based, inclusive), each headed by its
     page number, within ``output_limit`` characters."""
+    path = os.fspath(path)
     guard = CommandGuard(policy, tool=tool, pipe=pipe)
     with guard.pin(Operation.READ, path) as pinned:
         require_regular(pinned, path)
@@ -96,6 +97,3 @@ def read_pdf(
             f"end_page={max(included + 1, start_page) + max((included - start_page) // 2, 0)}]"
         )
     return PdfText("".join(parts), pages, start_page, included, truncated)
-
-
-__all__ = ["AccessError", "PdfError", "PdfText", "read_pdf"]

@@ -1,5 +1,7 @@
-"""Client side of SafeScripts: talk to the roboz-helper daemon over its Unix socket."""
+"""Client side of SafeScripts: talk to the roboz-helper daemon over its Unix socket, blocking
+(SafeScriptsClient) or from asyncio (AsyncSafeScriptsClient)."""
 
+from roboz.shed.safe_scripts.aio import AsyncSafeScriptsClient, OutputChunk, ScriptStream
 from roboz.shed.safe_scripts.client import (
     ClientRefused,
     ConnectionLost,
@@ -15,15 +17,18 @@ from roboz.shed.safe_scripts.client import (
 )
 
 __all__ = [
+    "AsyncSafeScriptsClient",
     "ClientRefused",
     "ConnectionLost",
     "HelperBusy",
     "HelperProtocolError",
     "HelperTimeout",
     "HelperUnavailable",
+    "OutputChunk",
     "ProtocolMismatch",
     "SafeScriptsClient",
     "SafeScriptsError",
     "ScriptInfo",
+    "ScriptStream",
     "ShellScriptResult",
 ]

@@ -1,4 +1,5 @@
-"""Blocking client for the SafeScripts helper daemon.
+"""Blocking client for the SafeScripts helper daemon, and the exchange it shares with the
+asyncio client (``roboz.shed.safe_scripts.aio``).
 
 One call is one connection: connect, read the helper's greeting, send one request, read frames
 until the single Completion. Transport and protocol failures raise SafeScriptsError subclasses;
@@ -9,9 +10,11 @@ agent can read the diagnostic and react.
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from roboz_helper import protocol
 from roboz_helper.protocol import (
@@ -29,6 +32,7 @@ from roboz_helper.protocol import (
 OutputCallback = Callable[[str, bytes], None]
 
 DEFAULT_CAPTURE_BYTES = 1 << 20
+HEADER_SIZE = protocol.HEADER.size
 # Slack on top of the profile's run timeout before the client stops waiting: the helper's own
 # deadline should always fire first and report `timeout` properly.
 _RUN_GRACE_S = 15.0
@@ -118,6 +122,115 @@ class _Capture:
         return self.data.decode("utf-8", "replace")
 
 
+# --- the exchange, shared by the blocking and the asyncio client ----------------------------
+# Both clients read the same frames and draw the same conclusions from them; only how bytes
+# are read and written differs.
+
+
+def _frame_length(header: bytes) -> int:
+    """The body length announced by a frame header."""
+    try:
+        return protocol.parse_length(header)
+    except FrameError as exc:
+        raise ProtocolMismatch(f"undecodable frame from the helper: {exc}") from None
+
+
+def _decode_frame(body: bytes) -> protocol.Response:
+    try:
+        return protocol.decode_response(body)
+    except FrameError as exc:
+        raise ProtocolMismatch(f"undecodable frame from the helper: {exc}") from None
+
+
+def _connect_error(exc: OSError, socket_path: str) -> SafeScriptsError:
+    """What a failed connect to ``socket_path`` means for the caller."""
+    if isinstance(exc, FileNotFoundError):
+        return HelperUnavailable(f"no helper socket at {socket_path}; is roboz-helper running?")
+    if isinstance(exc, ConnectionRefusedError):
+        return HelperUnavailable(f"nothing is listening on {socket_path}; is roboz-helper running?")
+    if isinstance(exc, PermissionError):
+        return HelperUnavailable(
+            f"permission denied on {socket_path}; is this user in the helper's group?"
+        )
+    if isinstance(exc, TimeoutError):
+        return HelperTimeout(f"connecting to {socket_path} timed out")
+    if exc.errno == errno.EAGAIN:  # listen backlog full
+        return HelperBusy(f"the helper at {socket_path} is overloaded")
+    return HelperUnavailable(f"cannot connect to {socket_path}: {exc}")
+
+
+def _check_greeting(frame: protocol.Response) -> Greeting:
+    """The helper's first frame: a greeting in our protocol version, or why not."""
+    if isinstance(frame, Completion):
+        _raise_for_handshake(frame)
+    if not isinstance(frame, Greeting):
+        raise ProtocolMismatch(f"expected a greeting, got {type(frame).__name__}")
+    if frame.protocol_version != protocol.PROTOCOL_VERSION:
+        raise ProtocolMismatch(
+            f"helper speaks protocol {frame.protocol_version}, "
+            f"this client speaks {protocol.PROTOCOL_VERSION}"
+        )
+    return frame
+
+
+def _run_timeout(timeout: float, greeting: Greeting) -> float:
+    """How long to wait for a frame during a run: the run's own limit, plus grace."""
+    return max(timeout, greeting.limits.timeout_s + _RUN_GRACE_S)
+
+
+class _Listing:
+    """The frames answering ListScripts."""
+
+    def __init__(self) -> None:
+        self.found: list[ScriptInfo] = []
+
+    def feed(self, frame: protocol.Response) -> list[ScriptInfo] | None:
+        """The scripts once the listing is complete, else None."""
+        if isinstance(frame, ScriptEntry):
+            self.found.append(ScriptInfo(frame.name, frame.description))
+            return None
+        if isinstance(frame, Completion):
+            if frame.status != "listed":
+                _raise_for_handshake(frame)
+                raise SafeScriptsError(f"listing failed: {frame.diagnostic}")
+            return self.found
+        _unexpected(frame)
+
+
+class _Run:
+    """The frames of one run: output (kept up to ``max_capture`` bytes per stream), then the
+    completion that becomes the result."""
+
+    def __init__(self, max_capture: int) -> None:
+        self.out = _Capture(max_capture)
+        self.err = _Capture(max_capture)
+
+    def feed(self, frame: protocol.Response) -> Output | ShellScriptResult:
+        if isinstance(frame, Output):
+            (self.out if frame.stream == "stdout" else self.err).add(frame.data)
+            return frame
+        if isinstance(frame, Completion):
+            return ShellScriptResult(
+                status=frame.status,
+                exit_code=frame.exit_code,
+                signal=frame.signal,
+                stdout=self.out.text(),
+                stderr=self.err.text(),
+                diagnostic=frame.diagnostic,
+                wall_time_s=frame.wall_time_s,
+                cpu_time_s=frame.cpu_time_s,
+                peak_memory_bytes=frame.peak_memory_bytes,
+                limit=frame.limit,
+                output_truncated=self.out.truncated or self.err.truncated,
+            )
+        _unexpected(frame)
+
+
+def _refused_result(exc: ClientRefused | HelperBusy) -> ShellScriptResult:
+    """A run the helper would not start is a result (refused or busy), not an error."""
+    return _empty_result("refused" if isinstance(exc, ClientRefused) else "busy", str(exc))
+
+
 class _Connection:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -137,11 +250,7 @@ class _Connection:
         return bytes(buf)
 
     def read(self) -> protocol.Response:
-        try:
-            length = protocol.parse_length(self.recv_exactly(protocol.HEADER.size))
-            return protocol.decode_response(self.recv_exactly(length))
-        except FrameError as exc:
-            raise ProtocolMismatch(f"undecodable frame from the helper: {exc}") from None
+        return _decode_frame(self.recv_exactly(_frame_length(self.recv_exactly(HEADER_SIZE))))
 
     def send(self, message: protocol.Request) -> None:
         try:
@@ -150,22 +259,26 @@ class _Connection:
             raise ConnectionLost("the helper closed the connection unexpectedly") from None
 
 
-class SafeScriptsClient:
+class _ClientSettings:
+    """Where the helper is and how long to wait for it; shared by both clients."""
+
+    def __init__(
+        self,
+        socket_path: str | os.PathLike[str],
+        timeout: float = 10.0,
+        max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
+    ) -> None:
+        self.socket_path = os.fspath(socket_path)
+        self.timeout = timeout
+        self.max_capture_bytes = max_capture_bytes
+
+
+class SafeScriptsClient(_ClientSettings):
     """Talk to a roboz-helper on `socket_path`.
 
     `timeout` bounds connecting and each wait for a frame; while a run is in progress the wait
     is stretched to the run's own time limit announced in the greeting.
     """
-
-    def __init__(
-        self,
-        socket_path: str,
-        timeout: float = 10.0,
-        max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
-    ) -> None:
-        self.socket_path = socket_path
-        self.timeout = timeout
-        self.max_capture_bytes = max_capture_bytes
 
     # --- public API ---------------------------------------------------------------------------
 
@@ -173,27 +286,19 @@ class SafeScriptsClient:
         """Connect and return the helper's greeting, or raise why that is not possible."""
         conn = self._connect()
         try:
-            return self._greeting(conn)
+            return _check_greeting(conn.read())
         finally:
             conn.sock.close()
 
     def list_scripts(self) -> list[ScriptInfo]:
         conn = self._connect()
         try:
-            self._greeting(conn)
+            _check_greeting(conn.read())
             conn.send(ListScripts())
-            found: list[ScriptInfo] = []
-            while True:
-                frame = conn.read()
-                if isinstance(frame, ScriptEntry):
-                    found.append(ScriptInfo(frame.name, frame.description))
-                elif isinstance(frame, Completion):
-                    if frame.status != "listed":
-                        _raise_for_handshake(frame)
-                        raise SafeScriptsError(f"listing failed: {frame.diagnostic}")
-                    return found
-                else:
-                    _unexpected(frame)
+            listing = _Listing()
+            while (found := listing.feed(conn.read())) is None:
+                pass
+            return found
         finally:
             conn.sock.close()
 
@@ -219,43 +324,10 @@ class SafeScriptsClient:
         sock.settimeout(self.timeout)
         try:
             sock.connect(self.socket_path)
-        except FileNotFoundError:
-            sock.close()
-            raise HelperUnavailable(
-                f"no helper socket at {self.socket_path}; is roboz-helper running?"
-            ) from None
-        except ConnectionRefusedError:
-            sock.close()
-            raise HelperUnavailable(
-                f"nothing is listening on {self.socket_path}; is roboz-helper running?"
-            ) from None
-        except PermissionError:
-            sock.close()
-            raise HelperUnavailable(
-                f"permission denied on {self.socket_path}; is this user in the helper's group?"
-            ) from None
-        except TimeoutError:
-            sock.close()
-            raise HelperTimeout(f"connecting to {self.socket_path} timed out") from None
         except OSError as exc:
             sock.close()
-            if exc.errno == errno.EAGAIN:  # listen backlog full
-                raise HelperBusy(f"the helper at {self.socket_path} is overloaded") from None
-            raise HelperUnavailable(f"cannot connect to {self.socket_path}: {exc}") from None
+            raise _connect_error(exc, self.socket_path) from None
         return _Connection(sock)
-
-    def _greeting(self, conn: _Connection) -> Greeting:
-        frame = conn.read()
-        if isinstance(frame, Completion):
-            _raise_for_handshake(frame)
-        if not isinstance(frame, Greeting):
-            raise ProtocolMismatch(f"expected a greeting, got {type(frame).__name__}")
-        if frame.protocol_version != protocol.PROTOCOL_VERSION:
-            raise ProtocolMismatch(
-                f"helper speaks protocol {frame.protocol_version}, "
-                f"this client speaks {protocol.PROTOCOL_VERSION}"
-            )
-        return frame
 
     def _run(
         self, request: RunScript | ExecCommand, on_output: OutputCallback | None
@@ -263,36 +335,18 @@ class SafeScriptsClient:
         conn = self._connect()
         try:
             try:
-                greeting = self._greeting(conn)
+                greeting = _check_greeting(conn.read())
             except (ClientRefused, HelperBusy) as exc:
-                status = "refused" if isinstance(exc, ClientRefused) else "busy"
-                return _empty_result(status, str(exc))
-            conn.sock.settimeout(max(self.timeout, greeting.limits.timeout_s + _RUN_GRACE_S))
+                return _refused_result(exc)
+            conn.sock.settimeout(_run_timeout(self.timeout, greeting))
             conn.send(request)
-            out = _Capture(self.max_capture_bytes)
-            err = _Capture(self.max_capture_bytes)
+            run = _Run(self.max_capture_bytes)
             while True:
-                frame = conn.read()
-                if isinstance(frame, Output):
-                    (out if frame.stream == "stdout" else err).add(frame.data)
-                    if on_output is not None:
-                        on_output(frame.stream, frame.data)
-                elif isinstance(frame, Completion):
-                    return ShellScriptResult(
-                        status=frame.status,
-                        exit_code=frame.exit_code,
-                        signal=frame.signal,
-                        stdout=out.text(),
-                        stderr=err.text(),
-                        diagnostic=frame.diagnostic,
-                        wall_time_s=frame.wall_time_s,
-                        cpu_time_s=frame.cpu_time_s,
-                        peak_memory_bytes=frame.peak_memory_bytes,
-                        limit=frame.limit,
-                        output_truncated=out.truncated or err.truncated,
-                    )
-                else:
-                    _unexpected(frame)
+                item = run.feed(conn.read())
+                if isinstance(item, ShellScriptResult):
+                    return item
+                if on_output is not None:
+                    on_output(item.stream, item.data)
         finally:
             conn.sock.close()
 
@@ -305,7 +359,7 @@ def _raise_for_handshake(frame: Completion) -> None:
     raise ConnectionLost(f"the helper ended the exchange: {frame.status}: {frame.diagnostic}")
 
 
-def _unexpected(frame: protocol.Response) -> None:
+def _unexpected(frame: protocol.Response) -> NoReturn:
     if isinstance(frame, ProtocolError):
         raise HelperProtocolError(f"the helper rejected the request: {frame.message}")
     raise ProtocolMismatch(f"unexpected {type(frame).__name__} frame from the helper")

@@ -7,15 +7,27 @@ size the conversation can afford (head and tail kept, since errors usually come 
 
 from __future__ import annotations
 
+import codecs
 import os
+from dataclasses import dataclass
 
 from pydantic import Field
 
 from roboz.models import Empty, Message, Str
-from roboz.shed.safe_scripts.client import SafeScriptsClient, SafeScriptsError, ShellScriptResult
+from roboz.runtime.events import ToolOutput, current_pipe
+from roboz.shed.safe_scripts.aio import AsyncSafeScriptsClient
+from roboz.shed.safe_scripts.client import (
+    SafeScriptsClient,
+    SafeScriptsError,
+    ScriptInfo,
+    ShellScriptResult,
+)
 from roboz.tools import Tool, factory
 
+_TOOL_NAME = "run_shell_script"
 DEFAULT_MAX_OUTPUT_CHARS = 8000
+DEFAULT_MAX_LIVE_CHARS = 64_000
+"""Characters of a run's output emitted as ToolOutput events while it runs."""
 
 
 class RunShellScriptInput(Empty):
@@ -42,15 +54,43 @@ class ShellScriptOutcome(Str):
     output_truncated: bool = False
 
 
-class _Context:
-    def __init__(self, client: SafeScriptsClient, max_output_chars: int) -> None:
-        self.client = client
-        self.max_output_chars = max_output_chars
+@dataclass(frozen=True)
+class ShellScriptContext:
+    """What run_shell_script needs: a client of each kind for the same helper, and limits."""
+
+    client: SafeScriptsClient
+    aclient: AsyncSafeScriptsClient
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    max_live_chars: int = DEFAULT_MAX_LIVE_CHARS
 
 
-@factory(name="run_shell_script")
+class _LiveOutput:
+    """Emits a run's output as ToolOutput events on the run's pipe while it arrives, at most
+    ``limit`` characters in all (a UI wants to see progress, not a second copy of a log)."""
+
+    def __init__(self, limit: int) -> None:
+        self.pipe = current_pipe()
+        self.left = limit
+        self.decoders = {
+            stream: codecs.getincrementaldecoder("utf-8")("replace")
+            for stream in ("stdout", "stderr")
+        }
+
+    def __call__(self, stream: str, data: bytes) -> None:
+        if self.pipe is None or self.left <= 0:
+            return
+        text = self.decoders[stream].decode(data)
+        if not text:
+            return
+        truncated = len(text) >= self.left
+        text = text[: self.left]
+        self.left -= len(text)
+        self.pipe.emit(ToolOutput(tool=_TOOL_NAME, stream=stream, text=text, truncated=truncated))
+
+
+@factory(name=_TOOL_NAME)
 def _run_shell_script(
-    input: RunShellScriptInput, messages: list[Message], ctx: _Context
+    input: RunShellScriptInput, messages: list[Message], ctx: ShellScriptContext
 ) -> ShellScriptListing | ShellScriptOutcome:
     """Run one of the prepared shell scripts on the host, in an isolated sandbox.
 
@@ -63,34 +103,77 @@ def _run_shell_script(
     """
     try:
         if input.script is None:
-            return _listing(ctx.client)
-        result = ctx.client.run_script(input.script, input.args)
+            return _listing(ctx.client.list_scripts())
+        live = _LiveOutput(ctx.max_live_chars)
+        result = ctx.client.run_script(input.script, input.args, on_output=live)
     except SafeScriptsError as error:
-        # The helper being unreachable is something the agent should report, not a crash.
-        return ShellScriptOutcome(
-            value=f"script {input.script or '(listing)'}: helper error: {error}",
-            script=input.script or "",
-            status="helper_error",
-        )
+        return _helper_error(input.script, error)
     return _outcome(input.script, result, ctx.max_output_chars)
+
+
+async def arun_shell_script(
+    input: RunShellScriptInput, messages: list[Message], ctx: ShellScriptContext
+) -> ShellScriptListing | ShellScriptOutcome:
+    """run_shell_script for async runs: the same results, on the asyncio client, so waiting
+    for a script blocks no thread (cancelling the awaiting task ends the run)."""
+    try:
+        if input.script is None:
+            return _listing(await ctx.aclient.list_scripts())
+        live = _LiveOutput(ctx.max_live_chars)
+        result = await ctx.aclient.run_script(input.script, input.args, on_output=live)
+    except SafeScriptsError as error:
+        return _helper_error(input.script, error)
+    return _outcome(input.script, result, ctx.max_output_chars)
+
+
+def shell_script_context(
+    client_or_socket_path: SafeScriptsClient | str | os.PathLike[str],
+    *,
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    max_live_chars: int = DEFAULT_MAX_LIVE_CHARS,
+) -> ShellScriptContext:
+    """The context of run_shell_script for the helper at ``client_or_socket_path``."""
+    client = (
+        client_or_socket_path
+        if isinstance(client_or_socket_path, SafeScriptsClient)
+        else SafeScriptsClient(client_or_socket_path)
+    )
+    aclient = AsyncSafeScriptsClient(
+        client.socket_path, timeout=client.timeout, max_capture_bytes=client.max_capture_bytes
+    )
+    return ShellScriptContext(client, aclient, max_output_chars, max_live_chars)
 
 
 def get_run_shell_script(
     client_or_socket_path: SafeScriptsClient | str | os.PathLike[str],
     *,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    max_live_chars: int = DEFAULT_MAX_LIVE_CHARS,
 ) -> Tool:
-    """The run_shell_script tool talking to the helper through ``client_or_socket_path``."""
-    client = (
-        client_or_socket_path
-        if isinstance(client_or_socket_path, SafeScriptsClient)
-        else SafeScriptsClient(os.fspath(client_or_socket_path))
+    """The run_shell_script tool talking to the helper through ``client_or_socket_path``.
+
+    The result gives the LLM at most ``max_output_chars`` of each stream; while a script runs,
+    its first ``max_live_chars`` characters of output are emitted as ToolOutput events.
+    """
+    return _run_shell_script(
+        shell_script_context(
+            client_or_socket_path,
+            max_output_chars=max_output_chars,
+            max_live_chars=max_live_chars,
+        )
     )
-    return _run_shell_script(_Context(client, max_output_chars))
 
 
-def _listing(client: SafeScriptsClient) -> ShellScriptListing:
-    scripts = client.list_scripts()
+def _helper_error(script: str | None, error: SafeScriptsError) -> ShellScriptOutcome:
+    # The helper being unreachable is something the agent should report, not a crash.
+    return ShellScriptOutcome(
+        value=f"script {script or '(listing)'}: helper error: {error}",
+        script=script or "",
+        status="helper_error",
+    )
+
+
+def _listing(scripts: list[ScriptInfo]) -> ShellScriptListing:
     if not scripts:
         text = "No scripts are available to this agent."
     else:

@@ -1,15 +1,9 @@
-"""Filesystem scopes and permission policies for the guarded Shed tools."""
+"""Filesystem scopes and permission policies for the guarded Shed tools.
 
-from roboz.shed.sandbox.guard import AccessError, CommandGuard, PermissionDecided, PermissionDenied
-from roboz.shed.sandbox.policy import PermissionPolicy
-from roboz.shed.sandbox.resolve import Pinned, resolve
+``PermissionPolicy`` says which operations on which paths are allowed, denied or asked; the
+checks that enforce it live in ``roboz.shed.guard``.
+"""
 
-__all__ = [
-    "AccessError",
-    "CommandGuard",
-    "PermissionDecided",
-    "PermissionDenied",
-    "PermissionPolicy",
-    "Pinned",
-    "resolve",
-]
+from roboz.shed.guard._policy import PermissionPolicy
+
+__all__ = ["PermissionPolicy"]

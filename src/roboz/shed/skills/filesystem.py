@@ -14,36 +14,20 @@ from roboz.tools import Skill, SkillFactory, Tool
 COMMAND_INSTRUCTIONS = """\
 ## run_file_command
 
-Files are reached only through run_file_command and apply_patch, and every path is checked
-against a permission policy (read, create, delete) before anything runs. There is no shell:
-nothing is expanded or interpreted except what is described here.
-
-Write a command as one ordered array `value` of [value, tag] pairs:
-CMD the command; FLG one option per token (e.g. ["-n","FLG"], bundles of switches such as
-["-rn","FLG"] are fine); an option that takes a value consumes the next ARG or PTH token;
-["--","FLG"] ends the options. ARG is a non-path value (a search pattern, a number, a -name
-glob); PTH is a path, relative to the base directory or absolute. CTL joins commands:
-&& (run the next only if the previous succeeded), || (fallback: only if it failed),
-; (always), | (pipe stdout into the next command). Pipelines bind first; && and || run left
-to right. Each command reached gets its own permission checks; a denied command does not run
-(exit status 126) and `||` can fall back to another, separately checked command. Pipes are
-buffered, and earlier file changes are not rolled back when a later command fails.
-
-Paths: source paths may use * within a component and one recursive **/ component
-(e.g. notes/**/*.md); a pattern that matches nothing is an error; ? and [..] are not supported.
-Expanding a glob lists directories, so it needs read permission on them; entries you may not
-read are never matched. Destinations (cp/mv last operand, tee, touch, mkdir) must be literal
-paths. Symlinks are
-resolved and both the written and the resolved path must be allowed. FIFOs, devices and
-hard-linked files are refused. Output and run time are capped per command; when output is
-cut, narrow the command.
-
-Operand order: cp/mv SOURCE... DEST (DEST last); grep/rg PATTERN then paths (or -e PATTERN);
-find START... then its expression (FLG tests with their ARG values, e.g. ["-name","FLG"],
-["*.py","ARG"]); diff FILE1 FILE2; gio trash is ["gio","CMD"],["trash","ARG"],PTH...
-Writing a file: pipe into tee (cat a | tee b) or use apply_patch. Permissions: reading and
-listing need read; creating, writing or overwriting needs create; rm, mv (source) and gio
-trash need delete.
+No shell: `value` is an ordered array of [value, tag] pairs. CMD command; FLG one option or
+bundled switches (["-rn","FLG"]), its value the next ARG or PTH; ["--","FLG"] ends options;
+ARG other values (patterns, numbers, text); PTH paths, relative to the base or absolute;
+CTL && (if the last succeeded), || (if it failed), ; or | (pipe stdout); pipelines bind
+first. Create a note and count its lines:
+[["mkdir","CMD"],["-p","FLG"],["notes","PTH"],["&&","CTL"],["tee","CMD"],
+["line 1\\nline 2\\n","ARG"],["notes/today.txt","PTH"],["&&","CTL"],["wc","CMD"],["-l","FLG"],
+["notes/today.txt","PTH"]]
+Each reached command's paths are checked first: read to read, list or glob; create to write;
+delete for rm, gio trash, mv sources. Denied commands do not run (status 126); || can fall
+back; nothing is rolled back. Sources take * in a component and one **/ (no ? or [..]; no
+match fails); destinations are literal. Symlinks resolve and both paths must be allowed;
+walks never follow them; FIFOs, devices, hard links are refused. Searches without a path
+search the base. Output and time are capped.
 
 Commands and every option allowed:
 """
@@ -51,16 +35,12 @@ Commands and every option allowed:
 PATCH_INSTRUCTIONS = """\
 ## apply_patch
 
-apply_patch replaces literal text: old_string -> new_string in one file. old_string must
-match exactly once; include a few surrounding lines to make it unique, or set replace_all to
-change every occurrence. Matching is exact (white space, indentation, line ends); read the
-file first and copy the text. An empty old_string writes new_string as the whole file,
-creating it (and missing parent directories) if needed.
+Replaces old_string, matched exactly (white space, line ends: copy it from the file), with
+new_string in one file. It must match once (add surrounding lines) unless replace_all; an empty
+old_string writes the whole file, creating it and its directories. Writes are atomic.
 
-Patch or rewrite? Patch for targeted changes: it is cheaper, keeps everything else
-byte-identical (line endings, encoding) and fails loudly when the file is not what you
-expect. Rewrite the whole file (empty old_string) when creating a file, or when most of it
-changes. Every write is atomic: readers see the old or the new file, never a mix.
+Patch or rewrite? Patch targeted changes: cheaper, the rest stays byte-identical, and it fails
+if the file is not as expected. Rewrite to create a file or change most of it.
 """
 
 

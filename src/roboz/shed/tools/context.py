@@ -8,7 +8,7 @@ from roboz.runtime.events import EventPipe
 from roboz.shed.files.base import Limits
 from roboz.shed.files.engine import CheckedHook
 from roboz.shed.pdf.reader import DEFAULT_OUTPUT_LIMIT
-from roboz.shed.sandbox.policy import PermissionPolicy
+from roboz.shed.sandbox import PermissionPolicy
 
 
 @dataclass(frozen=True, kw_only=True)

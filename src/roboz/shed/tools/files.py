@@ -4,25 +4,19 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from roboz.models import Message, Severity, Str, Truncation
-from roboz.shed.files.engine import FileCommandEngine
-from roboz.shed.files.parser import CommandSyntaxError, parse_options, parse_sequence
-from roboz.shed.files.report import CommandReport, FileCommandResult, render
-from roboz.shed.files.tokens import FileCommandInput, Tag, Token
+from roboz.models import Message, Str
+from roboz.shed.files.engine import FileCommandEngine, parse
+from roboz.shed.files.report import FileCommandResult
+from roboz.shed.files.tokens import FileCommandInput, Token
+from roboz.shed.tools._checked import Accepted, executor
 from roboz.shed.tools.context import FilesystemContext
 from roboz.tools import Tool, factory
 
-HIDDEN = Truncation(threshold=0, severity=Severity.REMOVE)
 
-
-class FileCommandPlan(Str):
+class FileCommandPlan(Accepted):
     """A syntactically valid command sequence on its way to the guarded executor."""
 
     tokens: list[Token] = Field(default_factory=list, exclude=True)
-
-
-def _is_plan(output: object) -> bool:
-    return isinstance(output, FileCommandPlan)
 
 
 @factory
@@ -33,31 +27,21 @@ def run_file_command(
 
     Give one ordered array `value` of [value, tag] pairs: CMD command, FLG option, ARG value,
     PTH path, CTL control operator (&&, ||, ;, |). Example: create a note and count its lines:
-    [["touch","CMD"],["notes/todo.md","PTH"],["&&","CTL"],["wc","CMD"],["-l","FLG"],
-    ["notes/todo.md","PTH"]]. The reply reports, per command, whether it ran, was denied (and
-    why) or was skipped, its exit status and its output. See the filesystem skill's
-    instructions for the commands and options allowed.
+    [["mkdir","CMD"],["-p","FLG"],["notes","PTH"],["&&","CTL"],["tee","CMD"],
+    ["line 1\\nline 2\\n","ARG"],["notes/today.txt","PTH"],["&&","CTL"],["wc","CMD"],
+    ["-l","FLG"],["notes/today.txt","PTH"]]. The reply reports, per command, whether it ran,
+    was denied (and why) or was skipped, its exit status and its output. See the filesystem
+    skill's instructions for the commands and options allowed.
     """
-    try:
-        tokens = [(value, Tag(tag)) for value, tag in input.value]
-        for step in parse_sequence(tokens):
-            for call in step.pipeline:
-                parse_options(call)
-    except (CommandSyntaxError, ValueError) as error:
-        report = CommandReport(
-            text=" ".join(value for value, _ in input.value),
-            state="failed",
-            reason=f"syntax: {error}",
-        )
-        return FileCommandResult(value=render([report], 2), exit_status=2, commands=[report])
+    failure = parse(input.value, options=True)
+    if isinstance(failure, FileCommandResult):
+        return failure
     return FileCommandPlan(
-        value="command syntax valid; checking permissions and running",
-        tokens=tokens,
-        truncation=HIDDEN,
+        value="command syntax valid; checking permissions and running", tokens=list(input.value)
     )
 
 
-@factory(chained_to=run_file_command, chain_condition=_is_plan)
+@executor(run_file_command, FileCommandPlan)
 def execute_file_command(
     input: Str, messages: list[Message], ctx: FilesystemContext
 ) -> FileCommandResult:

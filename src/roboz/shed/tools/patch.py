@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from roboz.models import Empty, Message, Severity, Str, Truncation
+from roboz.models import Empty, Message, Str
 from roboz.shed.patch.engine import PatchError
 from roboz.shed.patch.engine import apply_patch as apply_literal_patch
-from roboz.shed.sandbox.guard import AccessError, PermissionDenied
+from roboz.shed.tools._checked import Accepted, Refused, executor, run_guarded
 from roboz.shed.tools.context import FilesystemContext
 from roboz.tools import Tool, factory
-
-HIDDEN = Truncation(threshold=0, severity=Severity.REMOVE)
 
 
 class PatchInput(Empty):
@@ -23,7 +21,7 @@ class PatchInput(Empty):
     replace_all: bool = Field(False, description="Replace every occurrence of old_string.")
 
 
-class PatchRequest(Str):
+class PatchRequest(Accepted):
     """A well-formed patch on its way to the guarded writer."""
 
     request: PatchInput | None = Field(default=None, exclude=True)
@@ -33,10 +31,6 @@ class PatchResult(Str):
     """What apply_patch did, or why it changed nothing."""
 
     ok: bool = Field(default=True, exclude=True)
-
-
-def _is_request(output: object) -> bool:
-    return isinstance(output, PatchRequest)
 
 
 def _bad_text(text: str) -> str | None:
@@ -68,32 +62,30 @@ def apply_patch(
             )
     if not input.path or "\x00" in input.path:
         return PatchResult(value="apply_patch: path must be a non-empty path", ok=False)
-    return PatchRequest(value=f"patch for {input.path} accepted", request=input, truncation=HIDDEN)
+    return PatchRequest(value=f"patch for {input.path} accepted", request=input)
 
 
-@factory(chained_to=apply_patch, chain_condition=_is_request)
+@executor(apply_patch, PatchRequest)
 def write_patch(input: Str, messages: list[Message], ctx: FilesystemContext) -> PatchResult:
     """Check permissions and apply the accepted patch atomically (passive)."""
     assert isinstance(input, PatchRequest) and input.request is not None
     request = input.request
-    try:
-        outcome = apply_literal_patch(
+    outcome = run_guarded(
+        "apply_patch",
+        request.path,
+        lambda: apply_literal_patch(
             ctx.permissions,
             request.path,
             request.old_string,
             request.new_string,
             replace_all=request.replace_all,
             pipe=ctx.pipe,
-        )
-    except PermissionDenied as error:
-        return PatchResult(value=f"apply_patch DENIED: {error}; nothing was changed", ok=False)
-    except (AccessError, PatchError) as error:
-        return PatchResult(value=f"apply_patch failed: {error}; nothing was changed", ok=False)
-    except OSError as error:
-        return PatchResult(
-            value=f"apply_patch failed: {request.path}: {error.strerror}; nothing was changed",
-            ok=False,
-        )
+        ),
+        expected=(PatchError,),
+        unchanged="; nothing was changed",
+    )
+    if isinstance(outcome, Refused):
+        return PatchResult(value=outcome.text, ok=False)
     return PatchResult(value=outcome.describe())
 
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from roboz.models import Empty, Message, Severity, Str, Truncation
+from roboz.models import Empty, Message, Str
 from roboz.shed.pdf.reader import PdfError, read_pdf
-from roboz.shed.sandbox.guard import AccessError, PermissionDenied
+from roboz.shed.tools._checked import Accepted, Refused, executor, run_guarded
 from roboz.shed.tools.context import PdfContext
 from roboz.tools import Tool, factory
-
-HIDDEN = Truncation(threshold=0, severity=Severity.REMOVE)
 
 
 class PdfInput(Empty):
@@ -19,7 +17,7 @@ class PdfInput(Empty):
     end_page: int | None = Field(None, ge=1, description="Last page (inclusive); default last.")
 
 
-class PdfRequest(Str):
+class PdfRequest(Accepted):
     request: PdfInput | None = Field(default=None, exclude=True)
 
 
@@ -28,10 +26,6 @@ class PdfResult(Str):
 
     ok: bool = Field(default=True, exclude=True)
     truncated: bool = Field(default=False, exclude=True)
-
-
-def _is_request(output: object) -> bool:
-    return isinstance(output, PdfRequest)
 
 
 @factory
@@ -49,29 +43,29 @@ def process_pdf(
             value=f"process_pdf: end_page {input.end_page} is before start_page {input.start_page}",
             ok=False,
         )
-    return PdfRequest(value=f"reading {input.path}", request=input, truncation=HIDDEN)
+    return PdfRequest(value=f"reading {input.path}", request=input)
 
 
-@factory(chained_to=process_pdf, chain_condition=_is_request)
+@executor(process_pdf, PdfRequest)
 def read_pdf_pages(input: Str, messages: list[Message], ctx: PdfContext) -> PdfResult:
     """Check READ permission and extract the requested pages (passive)."""
     assert isinstance(input, PdfRequest) and input.request is not None
     request = input.request
-    try:
-        text = read_pdf(
+    text = run_guarded(
+        "process_pdf",
+        request.path,
+        lambda: read_pdf(
             ctx.permissions,
             request.path,
             request.start_page,
             request.end_page,
             output_limit=ctx.output_limit,
             pipe=ctx.pipe,
-        )
-    except PermissionDenied as error:
-        return PdfResult(value=f"process_pdf DENIED: {error}", ok=False)
-    except (AccessError, PdfError) as error:
-        return PdfResult(value=f"process_pdf failed: {error}", ok=False)
-    except OSError as error:
-        return PdfResult(value=f"process_pdf failed: {request.path}: {error.strerror}", ok=False)
+        ),
+        expected=(PdfError,),
+    )
+    if isinstance(text, Refused):
+        return PdfResult(value=text.text, ok=False)
     return PdfResult(value=text.text, truncated=text.truncated)
 
 

@@ -10,12 +10,10 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from roboz.shed.models import ActionVerdict, Operation, PermissionRule
-from roboz.shed.sandbox.patterns import (
+from roboz.shed.guard._patterns import (
     absolute_pattern,
     components,
     covers_all_below,
@@ -24,6 +22,7 @@ from roboz.shed.sandbox.patterns import (
     name_regex,
     pattern_regex,
 )
+from roboz.shed.models import ActionVerdict, Operation, PermissionRule
 
 
 def normalize(path: str | os.PathLike[str], base: str) -> str:
@@ -248,18 +247,3 @@ class PermissionPolicy:
         if not covered:
             found.add(self.default_verdict)
         return frozenset(found)
-
-    def rules_text(self) -> str:
-        """A short human-readable summary, for instructions and messages."""
-        lines = [f"base: {self._base}", f"default: {self.default_verdict.value}"]
-        for name, rules in (("allow", self.allow), ("deny", self.deny), ("ask", self.ask)):
-            for rule in rules:
-                ops = ",".join(sorted(op.value for op in rule.operations))
-                lines.append(f"{name}: {rule.pattern} ({ops})")
-        return "\n".join(lines)
-
-
-def rules(patterns: Iterable[str], *operations: Operation) -> tuple[PermissionRule, ...]:
-    """Convenience: one rule per pattern with the given operations (all if none given)."""
-    ops = frozenset(operations) if operations else frozenset(Operation)
-    return tuple(PermissionRule(pattern=pattern, operations=ops) for pattern in patterns)

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from roboz.runtime.events import Event, EventPipe
 from roboz.runtime.io import ask_yes_no
+from roboz.shed.guard._policy import PermissionPolicy
+from roboz.shed.guard._resolve import Pinned, WalkError, resolve
 from roboz.shed.models import ActionVerdict, Operation
-from roboz.shed.sandbox.policy import PermissionPolicy
-from roboz.shed.sandbox.resolve import Pinned, WalkError, resolve
 
 
 @dataclass(frozen=True)

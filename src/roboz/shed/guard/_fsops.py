@@ -13,10 +13,10 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from roboz.shed.guard._checks import AccessError, CommandGuard, PermissionDenied
+from roboz.shed.guard._deadline import check_deadline
+from roboz.shed.guard._resolve import Pinned, WalkError, reopen, resolve
 from roboz.shed.models import ActionVerdict, Operation
-from roboz.shed.sandbox.deadline import check_deadline
-from roboz.shed.sandbox.guard import AccessError, CommandGuard, PermissionDenied
-from roboz.shed.sandbox.resolve import Pinned, WalkError, reopen, resolve
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
