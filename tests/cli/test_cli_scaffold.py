@@ -125,6 +125,16 @@ def test_generated_capabilities_import(tmp_path: Path) -> None:
     assert checked.stdout.strip() == "ok", checked.stderr
 
 
+def test_generated_capabilities_declare_selectable_explicitly(tmp_path: Path) -> None:
+    # Labels are fixed unless declared selectable=True, so a scaffold that relied on the default
+    # would silently produce a capability no selection can leave out.
+    run_cli("tool", "init", cwd=tmp_path)
+    run_cli("skill", "init", cwd=tmp_path)
+    for package in ("tools/simpsons_quotes", "skills/simpsons_quotes_skill"):
+        source = (tmp_path / "local" / package / "__init__.py").read_text()
+        assert "selectable=True" in source, package
+
+
 def test_path_names_the_generated_tool(tmp_path: Path) -> None:
     result = run_cli("tool", "init", "--path", "local/tools/my_quotes", cwd=tmp_path)
 
