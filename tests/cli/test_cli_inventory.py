@@ -131,7 +131,7 @@ def test_explicit_paths(tmp_path: Path) -> None:
     [
         (["init", "--path", "missing/models.json"], 1, "create the Python package first"),
         (["init", "--path", "catalogue.txt"], 2, "name the catalogue's .json file"),
-        (["generate", "--path", "absent.json"], 1, "no catalogue here; check --path"),
+        (["generate", "--path", "absent.json"], 2, "no catalogue here; check --path"),
         (["generate", "--path", "models.json", "--output", "out.txt"], 2, "name a .py file"),
     ],
 )

@@ -10,14 +10,12 @@ from typing import Annotated
 
 import typer
 
+from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
 from roboz.endpoints.catalogue import CatalogueError
 from roboz.endpoints.codegen import generate_providers
 
-app = typer.Typer(
-    help="Create and regenerate a typed model catalogue (models.json -> providers.py).",
-    no_args_is_help=True,
-)
+app = App(help="Create and regenerate a typed model catalogue (models.json -> providers.py).")
 
 CATALOGUE_DIR = "model_catalogue"
 CATALOGUE_JSON = "models.json"
@@ -76,8 +74,8 @@ def init(
     try:
         with target.open("x", encoding="utf-8") as handle:
             handle.write(examples.read_text(encoding="utf-8"))
-    except FileExistsError:
-        raise CliError(f"{target} already exists and is never overwritten") from None
+    except FileExistsError as error:
+        raise CliError(f"{target} already exists and is never overwritten") from error
     typer.echo(f"Created {target}. Edit it, then run: roboz inventory generate")
 
 
@@ -99,9 +97,9 @@ def generate(
         raise CliUsageError(f"--output {output}: name a .py file")
     if not source.is_file():
         hint = "run roboz inventory init" if path is None else "check --path"
-        raise CliError(f"{source}: no catalogue here; {hint}")
+        raise CliUsageError(f"{source}: no catalogue here; {hint}")
     try:
         written = generate_providers(source, output)
     except CatalogueError as error:
-        raise CliError(str(error)) from None
+        raise CliError(str(error)) from error
     typer.echo(f"Wrote {written}")

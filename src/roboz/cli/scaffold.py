@@ -16,10 +16,11 @@ from typing import Annotated
 
 import typer
 
+from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
 
-tool_app = typer.Typer(help="Create local tool packages.", no_args_is_help=True)
-skill_app = typer.Typer(help="Create local skill packages.", no_args_is_help=True)
+tool_app = App(help="Create local tool packages.")
+skill_app = App(help="Create local skill packages.")
 
 DEFAULT_TOOL_PATH = Path("local/tools/simpsons_quotes")
 DEFAULT_SKILL_PATH = Path("local/skills/simpsons_quotes_skill")
@@ -87,7 +88,7 @@ def _init(kind: str, destination: Path) -> None:
     try:
         _render(kind, name, destination)
     except OSError as error:
-        raise CliError(f"{destination}: cannot create: {error}") from None
+        raise CliError(f"{destination}: cannot create: {error}") from error
     typer.echo(f"Created {destination}/ (__init__.py, tool.py, requirements.txt)")
     module = ".".join(destination.parts)
     typer.echo(f"Import it with: from {module} import CAPABILITY")
