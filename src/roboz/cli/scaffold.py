@@ -90,8 +90,28 @@ def _init(kind: str, destination: Path) -> None:
     except OSError as error:
         raise CliError(f"{destination}: cannot create: {error}") from error
     typer.echo(f"Created {destination}/ (__init__.py, tool.py, requirements.txt)")
-    module = ".".join(destination.parts)
-    typer.echo(f"Import it with: from {module} import CAPABILITY")
+    typer.echo(_import_instruction(destination))
+
+
+def _import_instruction(destination: Path) -> str:
+    """How to import the package from the project root (the current directory)."""
+    root = Path.cwd().resolve()
+    package = destination.resolve()
+    where = "from the project root"
+    base = package.parent
+    for candidate, note in (
+        (root / "src", "with src/ on the import path (install the project, or PYTHONPATH=src)"),
+        (root, where),
+    ):
+        if package.is_relative_to(candidate):
+            parts = package.relative_to(candidate).parts
+            if all(part.isidentifier() and not keyword.iskeyword(part) for part in parts):
+                return f"Import it {note}: from {'.'.join(parts)} import CAPABILITY"
+            break
+    return (
+        f"Import it with {base} on the import path (e.g. PYTHONPATH={base}): "
+        f"from {package.name} import CAPABILITY"
+    )
 
 
 PATH_HELP = "Destination directory; its snake_case name names the package."
