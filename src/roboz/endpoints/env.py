@@ -100,7 +100,7 @@ def _expect_only_comment(tail: str, where: str) -> None:
 
 def serialize_env(values: Mapping[str, str]) -> str:
     """``NAME=value`` lines that ``parse_env`` reads back to the same mapping."""
-    lines = []
+    lines: list[str] = []
     for name, value in values.items():
         if not _NAME.match(name):
             raise SecretsError(f"{name!r} is not a valid variable name")
@@ -299,10 +299,10 @@ def load_secrets(
     target = os.environ if environ is None else environ
     if password is None:
         password = target.get(PASSWORD_ENV) or None
+    merged: dict[str, str] = {}
     if path is not None:
         merged = _decrypt_file(Path(path), password)
     else:
-        merged = {}
         for candidate in (DEFAULT_ENCRYPTED_ENV_PATH, DEFAULT_ENV_PATH):
             if candidate.is_file():
                 merged.update(_decrypt_file(candidate, password))
