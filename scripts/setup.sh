@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Prepare a fresh clone: system packages (when root), then one virtual environment per
-# supported Python with RoboZ installed editable, helper and development extras included.
-# Idempotent: a second run only checks. Usage: scripts/setup.sh [3.11] [3.13]  (default: both)
+# supported Python, synced from uv.lock (`uv sync --locked --dev`: RoboZ and roboz-helper
+# editable, the helper daemon's extra and the dev tools), so what is tested is what the lock
+# pins. Idempotent: a second run only checks.
+# Usage: scripts/setup.sh [3.11] [3.13]  (default: both)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,18 +42,27 @@ find_python() {
     return 1
 }
 
+# uv from PyPI when it is not installed; never let it download an interpreter of its own.
+export UV_PYTHON_DOWNLOADS=never
+uv_cmd=()
+if command -v uv >/dev/null; then
+    uv_cmd=(uv)
+else
+    py=$(find_python "${versions[0]}") || { echo "setup: Python ${versions[0]} not found" >&2; exit 1; }
+    if ! "$py" -m uv --version >/dev/null 2>&1; then
+        echo "setup: installing uv with $py"
+        "$py" -m pip install -q uv
+    fi
+    uv_cmd=("$py" -m uv)
+fi
+
 for v in "${versions[@]}"; do
     venv=.venv; [ "$v" = 3.11 ] || venv=.venv-$v
-    if [ ! -x "$venv/bin/python" ]; then
-        py=$(find_python "$v") || { echo "setup: Python $v not found" >&2; exit 1; }
-        echo "setup: creating $venv with $py"
-        "$py" -m venv "$venv"
-        "$venv/bin/pip" install -q --upgrade pip
+    py=$(find_python "$v") || { echo "setup: Python $v not found" >&2; exit 1; }
+    # A venv made by an older setup (pip) is replaced rather than patched.
+    if [ -x "$venv/bin/python" ] && [ ! -f "$venv/pyvenv.cfg" -o -z "$(grep -s '^uv' "$venv/pyvenv.cfg")" ]; then
+        echo "setup: replacing $venv (not made by uv)"
+        rm -rf "$venv"
     fi
-    if ! "$venv/bin/python" -c "import roboz, roboz_helper, prctl, pyroute2, pytest, xprocess" 2>/dev/null ||
-        [ pyproject.toml -nt "$venv/.roboz-installed" ]; then
-        echo "setup: installing RoboZ into $venv"
-        "$venv/bin/pip" install -q -e '.[helper,dev]'
-        touch "$venv/.roboz-installed"
-    fi
+    UV_PROJECT_ENVIRONMENT=$venv "${uv_cmd[@]}" sync --quiet --locked --dev --python "$py"
 done

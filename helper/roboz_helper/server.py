@@ -48,7 +48,7 @@ _BACKLOG = 1024
 
 def _helper_version() -> str:
     try:
-        return metadata.version("roboz")
+        return metadata.version("roboz-helper")
     except metadata.PackageNotFoundError:
         return "unknown"
 

@@ -4,4 +4,4 @@ from roboz.agent import Agent, AgentMode
 from roboz.tools import Skill, factory, tool
 
 __all__ = ["Agent", "AgentMode", "Skill", "factory", "tool"]
-__version__ = "0.1.0"
+__version__ = "0.12.1a1"

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import select
 import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
 
 
@@ -40,3 +44,63 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, t
     assert len(errors) == 1, result.stderr
     assert text in errors[0], result.stderr
     assert "Traceback" not in result.stderr
+
+
+class Terminal:
+    """The CLI on a real pseudo-terminal as its controlling terminal, as a person runs it.
+
+    getpass reads the controlling terminal, not stdin, so prompts are answered here.
+    """
+
+    def __init__(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
+        environment = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in ("ROBOZ_ENV_PASSWORD", "ROBOZ_DEBUG")
+        }
+        environment.update(env or {})
+        self._master, slave = os.openpty()
+
+        def take_terminal() -> None:
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "roboz.cli", *args],
+            cwd=cwd,
+            env=environment,
+            stdin=slave,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            preexec_fn=take_terminal,
+        )
+        os.close(slave)
+        self.screen = b""
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while text.encode() not in self.screen:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"{text!r} never appeared: {self.screen!r}"
+            ready, _, _ = select.select([self._master], [], [], remaining)
+            if ready:
+                try:
+                    chunk = os.read(self._master, 1024)
+                except OSError:  # the child closed the terminal
+                    chunk = b""
+                assert chunk, f"{text!r} never appeared: {self.screen!r}"
+                self.screen += chunk
+
+    def type(self, line: str) -> None:
+        os.write(self._master, line.encode() + b"\n")
+
+    def finish(self, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+        try:
+            stdout, stderr = self.process.communicate(timeout=timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+            os.close(self._master)
+        return subprocess.CompletedProcess(
+            self.process.args, self.process.returncode, stdout.decode(), stderr.decode()
+        )

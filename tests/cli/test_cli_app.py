@@ -9,26 +9,66 @@ import pytest
 
 from tests.cli.helpers import assert_one_line_error, run_cli
 
-COMMANDS = [
-    [],
-    ["inventory"],
-    ["inventory", "init"],
-    ["inventory", "generate"],
-    ["env"],
-    ["env", "encrypt"],
-    ["tool"],
-    ["tool", "init"],
-    ["skill"],
-    ["skill", "init"],
-]
+
+def _commands() -> list[tuple[list[str], object]]:
+    """Every command and group of the real app, walked from typer's own command tree."""
+    import typer
+
+    from roboz.cli.app import app
+
+    found: list[tuple[list[str], object]] = []
+
+    def walk(path: list[str], command: object) -> None:
+        found.append((path, command))
+        for name, child in getattr(command, "commands", {}).items():
+            walk([*path, name], child)
+
+    walk([], typer.main.get_command(app))
+    return found
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "roboz")
-def test_every_command_has_help(command: list[str], tmp_path: Path) -> None:
+COMMANDS = _commands()
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+@pytest.mark.parametrize(
+    ("command", "node"), COMMANDS, ids=[" ".join(path) or "roboz" for path, _ in COMMANDS]
+)
+def test_every_command_has_help_that_renders_its_words(
+    command: list[str], node: object, tmp_path: Path
+) -> None:
     result = run_cli(*command, "--help", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    assert "Usage: roboz" in result.stdout
+    assert f"Usage: {' '.join(['roboz', *command])}" in result.stdout
     assert list(tmp_path.iterdir()) == []  # asking for help never creates anything
+    # Every word of the docstring and of each parameter's help appears as written (rich markup
+    # once swallowed "[server]"); compared without line breaks, which the help re-wraps.
+    shown = " ".join(_words(result.stdout))
+    texts = [getattr(node, "help", None) or ""]
+    texts += [getattr(param, "help", None) or "" for param in getattr(node, "params", [])]
+    for text in texts:
+        assert " ".join(_words(text)) in shown, text
+    # No type placeholder for flags, no braces around arguments in the usage line.
+    assert "<bool>" not in result.stdout
+    assert "{" not in result.stdout.splitlines()[0]
+
+
+def test_square_brackets_in_help_survive(tmp_path: Path) -> None:
+    result = run_cli("scripts", "serve", "--help", cwd=tmp_path)
+    assert "Socket path (overrides [server] socket)." in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "node"),
+    [(path, node) for path, node in COMMANDS if not hasattr(node, "commands")],
+    ids=[" ".join(path) for path, node in COMMANDS if not hasattr(node, "commands")],
+)
+def test_every_command_takes_debug(command: list[str], node: object, tmp_path: Path) -> None:
+    result = run_cli(*command, "--help", cwd=tmp_path)
+    assert "--debug" in result.stdout
 
 
 def test_console_script_points_at_main() -> None:
@@ -44,6 +84,8 @@ def test_console_script_points_at_main() -> None:
     [
         (["frobnicate"], "No such command 'frobnicate'"),
         (["inventory", "init", "--colour"], "No such option: --colour"),
+        (["scripts", "run", "--colour", "job.sh"], "No such option: --colour"),
+        (["scripts", "exec", "--colour", "/bin/true"], "No such option: --colour"),
         (["env", "encrypt"], "Missing option '--secret'"),
     ],
 )
@@ -52,42 +94,46 @@ def test_invalid_arguments_exit_2_with_one_line(args: list[str], text: str, tmp_
     assert_one_line_error(result, 2, text)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["inventory", "generate", "--path", "absent.json"],
+        ["env", "encrypt", "--secret", "X", "--path", "absent.env"],
+        ["scripts", "serve", "--policy", "absent.toml"],
+    ],
+    ids=["inventory generate", "env encrypt", "scripts serve"],
+)
+def test_a_missing_input_file_exits_2_everywhere(args: list[str], tmp_path: Path) -> None:
+    result = run_cli(*args, cwd=tmp_path, env={"ROBOZ_ENV_PASSWORD": "pw"})
+    assert_one_line_error(result, 2, "absent.")
+
+
 def test_operational_failure_is_one_line_without_debug(tmp_path: Path) -> None:
-    result = run_cli("inventory", "generate", cwd=tmp_path)
-    assert_one_line_error(result, 1, "no catalogue here")
+    assert run_cli("inventory", "init", cwd=tmp_path).returncode == 0
+    result = run_cli("inventory", "init", cwd=tmp_path)
+    assert_one_line_error(result, 1, "already exists and is never overwritten")
 
 
 @pytest.mark.parametrize("how", ["flag first", "flag last", "environment"])
-def test_debug_shows_the_traceback(tmp_path: Path, how: str) -> None:
+def test_debug_shows_the_traceback_and_its_real_cause(tmp_path: Path, how: str) -> None:
+    catalogue = tmp_path / "models.json"
+    catalogue.write_text("{not json")
+    args = ["inventory", "generate", "--path", str(catalogue)]
     if how == "flag first":
-        result = run_cli("--debug", "inventory", "generate", cwd=tmp_path)
+        result = run_cli("--debug", *args, cwd=tmp_path)
     elif how == "flag last":
-        result = run_cli("inventory", "generate", "--debug", cwd=tmp_path)
+        result = run_cli(*args, "--debug", cwd=tmp_path)
     else:
-        result = run_cli("inventory", "generate", cwd=tmp_path, env={"ROBOZ_DEBUG": "1"})
-    assert result.returncode == 1
+        result = run_cli(*args, cwd=tmp_path, env={"ROBOZ_DEBUG": "1"})
+    assert result.returncode == 1, result.stderr
     assert "Traceback (most recent call last)" in result.stderr
+    # The library error the one-line message came from, not only the CLI's own wrapper.
+    assert "The above exception was the direct cause" in result.stderr
     assert result.stderr.rstrip().splitlines()[-1].startswith("roboz: error: ")
 
 
-@pytest.mark.parametrize(
-    ("args", "remaining", "debug"),
-    [
-        (["inventory", "generate", "--debug"], ["inventory", "generate"], True),
-        (["--debug", "tool", "init"], ["tool", "init"], True),
-        # Other groups may hand --debug to the program they run; leave it to them.
-        (["scripts", "run", "job.sh", "--debug"], ["scripts", "run", "job.sh", "--debug"], False),
-        (["env", "encrypt", "--", "--debug"], ["env", "encrypt", "--", "--debug"], False),
-    ],
-)
-def test_debug_flag_is_taken_only_where_it_is_ours(
-    args: list[str], remaining: list[str], debug: bool
-) -> None:
-    from roboz.cli import app
-
-    app._Run.debug = False
-    try:
-        assert app._take_debug_flag(list(args)) == remaining
-        assert app._Run.debug is debug
-    finally:
-        app._Run.debug = False
+def test_without_debug_there_is_no_traceback(tmp_path: Path) -> None:
+    catalogue = tmp_path / "models.json"
+    catalogue.write_text("{not json")
+    result = run_cli("inventory", "generate", "--path", str(catalogue), cwd=tmp_path)
+    assert_one_line_error(result, 1, "models.json")

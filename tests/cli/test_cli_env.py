@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from roboz.endpoints import decrypt_env_values, parse_env
-from tests.cli.helpers import assert_one_line_error, run_cli
+from tests.cli.helpers import Terminal, assert_one_line_error, run_cli
 
 PASSWORD = "tr0ub4dor&3"
 SOURCE = "OPENROUTER_API_KEY=sk-or-abc\nPROTON_BRIDGE_PASSWORD='bridge pw'\nLOG_LEVEL=info\n"
@@ -63,20 +61,41 @@ def sk_free(result: subprocess.CompletedProcess[str]) -> bool:
 def test_encrypt_another_source_with_prompted_password(project: Path) -> None:
     (project / "another.env").write_text("TOKEN=t-1\n")
 
-    result = run_cli(
-        "env",
-        "encrypt",
-        "--secret",
-        "TOKEN",
-        "--path",
-        "another.env",
-        cwd=project,
-        stdin=f"{PASSWORD}\n{PASSWORD}\n",
-    )
+    terminal = Terminal("env", "encrypt", "--secret", "TOKEN", "--path", "another.env", cwd=project)
+    terminal.wait_for("Password: ")
+    terminal.type(PASSWORD)
+    terminal.wait_for("Repeat password: ")
+    terminal.type(PASSWORD)
+    result = terminal.finish()
 
     assert result.returncode == 0, result.stderr
+    assert PASSWORD not in terminal.screen.decode()  # not echoed
     stored = parse_env((project / ".env.encrypt").read_text())
     assert decrypt_env_values(stored, password=PASSWORD) == {"TOKEN": "t-1"}
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "text"),
+    [("one", "two", "the passwords do not match"), ("", None, "the password must not be empty")],
+)
+def test_prompted_password_errors(project: Path, first: str, second: str | None, text: str) -> None:
+    terminal = Terminal("env", "encrypt", "--secret", "LOG_LEVEL", cwd=project)
+    terminal.wait_for("Password: ")
+    terminal.type(first)
+    if second is not None:
+        terminal.wait_for("Repeat password: ")
+        terminal.type(second)
+
+    assert_one_line_error(terminal.finish(), 1, text)
+    assert not (project / ".env.encrypt").exists()
+
+
+def test_without_a_terminal_it_says_to_set_the_password_variable(project: Path) -> None:
+    # Piped input is not a terminal: never read a password from it (it would be echoed).
+    result = run_cli("env", "encrypt", "--secret", "LOG_LEVEL", cwd=project, stdin="pw\npw\n")
+
+    assert_one_line_error(result, 2, "no terminal to ask for the password; set ROBOZ_ENV_PASSWORD")
+    assert not (project / ".env.encrypt").exists()
 
 
 @pytest.mark.parametrize(
@@ -85,10 +104,7 @@ def test_encrypt_another_source_with_prompted_password(project: Path) -> None:
         (["--secret", "NOT_THERE"], None, 2, "--secret NOT_THERE: not set in .env"),
         (["--secret", "OPENROUTER_API_KEY_ENCRYPTED"], None, 2, "suffix is reserved"),
         (["--secret", "BAD-NAME"], None, 2, "not an environment variable name"),
-        (["--secret", "LOG_LEVEL", "--path", "absent.env"], None, 1, "absent.env: no such file"),
-        (["--secret", "LOG_LEVEL"], "one\ntwo\n", 1, "the passwords do not match"),
-        (["--secret", "LOG_LEVEL"], "\n", 1, "the password must not be empty"),
-        (["--secret", "LOG_LEVEL"], "", 1, "input ended"),
+        (["--secret", "LOG_LEVEL", "--path", "absent.env"], None, 2, "absent.env: no such file"),
     ],
 )
 def test_encrypt_errors(
@@ -119,27 +135,9 @@ def test_existing_encrypted_file_is_replaced_only_with_force(project: Path) -> N
 
 
 def test_ctrl_c_at_the_password_prompt_exits_130(project: Path) -> None:
-    environment = {k: v for k, v in os.environ.items() if k != "ROBOZ_ENV_PASSWORD"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "roboz.cli", "env", "encrypt", "--secret", "LOG_LEVEL"],
-        cwd=project,
-        env=environment,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        assert process.stderr is not None
-        seen = b""
-        while not seen.endswith(b"Password: "):
-            byte = process.stderr.read(1)
-            assert byte, f"the prompt never appeared: {seen!r}"
-            seen += byte
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 130
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate()
+    terminal = Terminal("env", "encrypt", "--secret", "LOG_LEVEL", cwd=project)
+    terminal.wait_for("Password: ")
+    terminal.process.send_signal(signal.SIGINT)
+
+    assert terminal.finish().returncode == 130
     assert not (project / ".env.encrypt").exists()

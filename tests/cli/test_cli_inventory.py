@@ -95,6 +95,45 @@ def test_flat_layout_and_no_package_fallback(tmp_path: Path) -> None:
     assert (bare / "model_catalogue" / "models.json").is_file()
 
 
+def test_init_says_which_package_it_chose(tmp_path: Path) -> None:
+    make_src_project(tmp_path)
+    result = run_cli("inventory", "init", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "src/my_app/model_catalogue/models.json (package 'my_app', from pyproject.toml)" in (
+        result.stdout
+    )
+
+
+def test_the_only_package_in_src_is_chosen_and_named(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "distribution-name"\n')
+    (tmp_path / "src" / "importname").mkdir(parents=True)
+    (tmp_path / "src" / "importname" / "__init__.py").write_text("")
+
+    result = run_cli("inventory", "init", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert "the only package in src/, 'importname'" in result.stdout
+    assert (tmp_path / "src" / "importname" / "model_catalogue" / "models.json").is_file()
+
+
+def test_several_packages_in_src_ask_for_path(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "distribution-name"\n')
+    for name in ("alpha", "beta"):
+        (tmp_path / "src" / name).mkdir(parents=True)
+        (tmp_path / "src" / name / "__init__.py").write_text("")
+
+    for command in ("init", "generate"):
+        result = run_cli("inventory", command, cwd=tmp_path)
+        assert_one_line_error(
+            result, 2, "src/ holds several packages (alpha, beta) and none is named"
+        )
+        assert "--path src/<package>/model_catalogue/models.json" in result.stderr
+    # Nothing was created anywhere, in particular not a stray model_catalogue at the root.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pyproject.toml", "src"]
+    explicit = run_cli("inventory", "init", "--path", "src/beta/models.json", cwd=tmp_path)
+    assert explicit.returncode == 0, explicit.stderr
+
+
 def test_init_never_overwrites_the_json(tmp_path: Path) -> None:
     make_src_project(tmp_path)
     run_cli("inventory", "init", cwd=tmp_path)
@@ -131,7 +170,7 @@ def test_explicit_paths(tmp_path: Path) -> None:
     [
         (["init", "--path", "missing/models.json"], 1, "create the Python package first"),
         (["init", "--path", "catalogue.txt"], 2, "name the catalogue's .json file"),
-        (["generate", "--path", "absent.json"], 1, "no catalogue here; check --path"),
+        (["generate", "--path", "absent.json"], 2, "no catalogue here; check --path"),
         (["generate", "--path", "models.json", "--output", "out.txt"], 2, "name a .py file"),
     ],
 )

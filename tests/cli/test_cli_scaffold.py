@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,6 +124,69 @@ def test_generated_capabilities_import(tmp_path: Path) -> None:
     checked = run_python(CAPABILITY_CHECK, tmp_path)
 
     assert checked.stdout.strip() == "ok", checked.stderr
+
+
+def test_generated_capabilities_declare_selectable_explicitly(tmp_path: Path) -> None:
+    # Labels are fixed unless declared selectable=True, so a scaffold that relied on the default
+    # would silently produce a capability no selection can leave out.
+    run_cli("tool", "init", cwd=tmp_path)
+    run_cli("skill", "init", cwd=tmp_path)
+    for package in ("tools/simpsons_quotes", "skills/simpsons_quotes_skill"):
+        source = (tmp_path / "local" / package / "__init__.py").read_text()
+        assert "selectable=True" in source, package
+
+
+def _import_line(stdout: str) -> str:
+    (line,) = [line for line in stdout.splitlines() if line.startswith("Import it")]
+    return line.split(": ", 1)[1]
+
+
+@pytest.mark.parametrize(
+    ("kind", "args", "pythonpath"),
+    [
+        ("tool", [], None),
+        ("skill", [], None),
+        ("tool", ["--path", "src/my_project/tools/quotes"], "src"),
+        ("skill", ["--path", "./local/skills/guide"], None),
+    ],
+)
+def test_the_printed_import_works_from_the_project_root(
+    tmp_path: Path, kind: str, args: list[str], pythonpath: str | None
+) -> None:
+    result = run_cli(kind, "init", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    statement = _import_line(result.stdout)
+    assert statement.startswith("from ") and statement.endswith(" import CAPABILITY")
+    if pythonpath:
+        assert f"PYTHONPATH={pythonpath}" in result.stdout
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if pythonpath:
+        environment["PYTHONPATH"] = pythonpath
+    # Exactly as a user runs it: a new interpreter in the project root, no path tweaks.
+    checked = subprocess.run(
+        [sys.executable, "-c", f"{statement}; print(type(CAPABILITY).__name__)"],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.stdout.strip() == "Capability", checked.stderr
+
+
+@pytest.mark.parametrize("kind", ["tool", "skill"])
+def test_generated_code_passes_mypy_strict(tmp_path: Path, kind: str) -> None:
+    result = run_cli(kind, "init", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "local"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "Success: no issues found in 2 source files" in checked.stdout
 
 
 def test_path_names_the_generated_tool(tmp_path: Path) -> None:

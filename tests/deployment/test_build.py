@@ -64,9 +64,9 @@ def test_default_roots_run_in_declaration_order_and_selection_keeps_it() -> None
         mode=AgentMode.DETERMINISTIC,
         event_pipe=pipe,
         capabilities=[
-            Capability(label=ToolLabel("greet", default=True), value=greet),
-            Capability(label=ToolLabel("count", default=True), value=count),
-            Capability(label=ToolLabel("finish", default=True, selectable=False), value=finish),
+            Capability(label=ToolLabel("greet", default=True, selectable=True), value=greet),
+            Capability(label=ToolLabel("count", default=True, selectable=True), value=count),
+            Capability(label=ToolLabel("finish", default=True), value=finish),
         ],
     )
     agent.build()[0].invoke()
@@ -161,7 +161,7 @@ def test_an_excluded_builder_and_its_requirements_are_skipped() -> None:
         agent_endpoint=MockLLMEndpoint([]),
         capabilities=[
             Capability(label=ToolLabel("greet"), value=greet),
-            Tracking(label=ToolLabel("say")),
+            Tracking(label=ToolLabel("say", selectable=True)),
         ],
     )
     agent.set_capability_selection({"greet": True})
@@ -253,8 +253,8 @@ def child_definition() -> DeployableAgent:
         "janitor",
         mode=AgentMode.DETERMINISTIC,
         capabilities=[
-            Capability(label=ToolLabel("count", default=True), value=count),
-            Capability(label=ToolLabel("finish", default=True), value=finish),
+            Capability(label=ToolLabel("count", default=True, selectable=True), value=count),
+            Capability(label=ToolLabel("finish", default=True, selectable=True), value=finish),
         ],
     )
 
@@ -265,8 +265,8 @@ def test_background_agents_come_from_included_capabilities_with_their_own_select
         "parent",
         agent_endpoint=MockLLMEndpoint([]),
         capabilities=[
-            WithHelper(label=ToolLabel("greet"), child=child),
-            Capability(label=ToolLabel("count"), value=count),
+            WithHelper(label=ToolLabel("greet", selectable=True), child=child),
+            Capability(label=ToolLabel("count", selectable=True), value=count),
         ],
     )
     child.set_capability_selection({"finish": True})

@@ -28,7 +28,9 @@ def test_labels_are_frozen_and_report_their_kind() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         skill_label.loading = SkillLoading.ON_DEMAND  # type: ignore[misc]
     assert (tool_label.kind, skill_label.kind) == ("tool", "skill")
-    assert ToolLabel("x") == ToolLabel("x", default=False, selectable=True)
+    # Labels are fixed unless declared selectable.
+    assert ToolLabel("x") == ToolLabel("x", default=False, selectable=False)
+    assert SkillLabel("x").selectable is False
     assert SkillLabel("x").loading is SkillLoading.ON_DEMAND
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from roboz import Agent
+from roboz.deployment import DeployableAgent, SkillLoading
 
 SEED_EXAMPLE = """
 from roboz import Skill
@@ -35,7 +36,11 @@ def test_seed_example_runs_unchanged_and_builds_what_it_selected() -> None:
     assert namespace["background_agents"] == ()
     assert [skill.name for skill in runtime.skills] == ["guide"]
     assert runtime.auto_loaded_skills == []
-    # "stop" is selectable and the explicit map omits it, so it is left out.
-    assert [t.name for t in runtime.tools] == []
+    # "stop" is declared without selectable=True, so it is fixed: the explicit map that names
+    # only "guide" keeps it, and the example agent can still stop.
+    assert [t.name for t in runtime.tools] == ["stop"]
+    agent = namespace["agent"]
+    assert isinstance(agent, DeployableAgent)
+    assert agent.resolve_capabilities() == {"stop": True, "guide": SkillLoading.ON_DEMAND}
     assert runtime.name == "assistant"
     assert runtime.system_prompt == "Help the user."

@@ -27,9 +27,12 @@ def definition() -> DeployableAgent:
         agent_endpoint=MockLLMEndpoint([]),
         capabilities=(
             Capability(label=ToolLabel("greet", selectable=False), value=greet),
-            Capability(label=ToolLabel("count"), value=count),
-            Capability(label=SkillLabel("guide"), value=guide),
-            Capability(label=SkillLabel("manual", loading=SkillLoading.AUTOMATIC), value=manual),
+            Capability(label=ToolLabel("count", selectable=True), value=count),
+            Capability(label=SkillLabel("guide", selectable=True), value=guide),
+            Capability(
+                label=SkillLabel("manual", loading=SkillLoading.AUTOMATIC, selectable=True),
+                value=manual,
+            ),
         ),
     )
 
@@ -88,7 +91,7 @@ def test_new_optional_entries_stay_disabled_under_an_explicit_map() -> None:
     agent = definition()
     agent.set_capability_selection({"count": True})
     agent.add_capabilities(
-        Capability(label=ToolLabel("finish"), value=finish),
+        Capability(label=ToolLabel("finish", selectable=True), value=finish),
         Capability(label=ToolLabel("later_fixed", selectable=False), value=finish.renamed("x")),
     )
     assert tool_names(agent) == ["greet", "count", "x"]
@@ -193,7 +196,7 @@ def test_runtimes_built_earlier_keep_their_configuration() -> None:
 
 
 def test_a_shared_capability_is_selected_per_agent() -> None:
-    shared = Capability(label=SkillLabel("guide"), value=guide)
+    shared = Capability(label=SkillLabel("guide", selectable=True), value=guide)
     first = DeployableAgent("first", agent_endpoint=MockLLMEndpoint([]), capabilities=[shared])
     second = DeployableAgent("second", agent_endpoint=MockLLMEndpoint([]), capabilities=[shared])
     first.set_capability_selection({"guide": SkillLoading.AUTOMATIC})

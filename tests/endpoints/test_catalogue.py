@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import roboz.endpoints.inventory as inventory_package
-from roboz.endpoints import CatalogueError, ChatModelSpec, TranscriptionEndpoint
+from roboz.endpoints import CatalogueError, ChatModelSpec, ModelPrice, TranscriptionEndpoint
 from roboz.endpoints.catalogue import load_catalogue, parse_catalogue
 from roboz.endpoints.codegen import GENERATED_MARKER, generate_providers, render_providers
 from roboz.endpoints.inventory import cerebras, groq, openrouter
@@ -190,3 +190,65 @@ def test_generated_catalogue_endpoint_calls_its_server_with_its_env_key(
     request = openai_server.requests[0]
     assert request.headers["authorization"] == "Bearer sk-catalogue"
     assert request.json()["model"] == "m-1"
+
+
+def test_prices_reach_the_spec_and_the_generated_module(tmp_path: Path) -> None:
+    source = tmp_path / "models.json"
+    source.write_text(catalogue_json(input_price_per_mtok=0.25, output_price_per_mtok=2))
+
+    spec = load_catalogue(source).chat_models()[("svc", "chat")]
+    assert spec.price == ModelPrice(input_per_mtok=0.25, output_per_mtok=2.0)
+    assert spec.price.cost(input_tokens=2_000_000, output_tokens=500_000) == 1.5
+
+    module_path = generate_providers(source)
+    module_spec = importlib.util.spec_from_file_location("priced_providers", module_path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    assert {"svc.chat": ModelPrice(0.25, 2.0)} == module.PRICES
+    assert module.svc.chat.name in module.PRICES
+
+
+def test_models_without_prices_have_none() -> None:
+    spec = parse_catalogue(catalogue_json()).chat_models()[("svc", "chat")]
+    assert spec.price is None
+    assert "PRICES: dict[str, ModelPrice] = {}" in render_providers(
+        parse_catalogue(catalogue_json())
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "text"),
+    [
+        (
+            {"input_price_per_mtok": 1.0},
+            "$.providers.svc.models.chat.output_price_per_mtok: required with input_price_per_mtok",
+        ),
+        (
+            {"output_price_per_mtok": 1.0},
+            "$.providers.svc.models.chat.input_price_per_mtok: required with output_price_per_mtok",
+        ),
+        (
+            {"input_price_per_mtok": -1.0, "output_price_per_mtok": 1.0},
+            "$.providers.svc.models.chat.input_price_per_mtok: Input should be greater than or "
+            "equal to 0",
+        ),
+        (
+            {"input_price_per_mtok": "1", "output_price_per_mtok": 1.0},
+            "$.providers.svc.models.chat.input_price_per_mtok: Input should be a valid number",
+        ),
+        (
+            {
+                "endpoint_type": "transcription",
+                "max_context_tokens": None,
+                "input_price_per_mtok": 1.0,
+                "output_price_per_mtok": 1.0,
+            },
+            "input_price_per_mtok: not accepted for transcription models",
+        ),
+    ],
+)
+def test_bad_prices_name_their_json_path(model: dict[str, Any], text: str) -> None:
+    with pytest.raises(CatalogueError) as caught:
+        parse_catalogue(catalogue_json(**model))
+    assert text in str(caught.value)

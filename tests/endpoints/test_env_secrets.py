@@ -256,6 +256,17 @@ def test_failed_load_changes_nothing(
     assert dict(os.environ) == before
 
 
+def test_a_wrong_password_names_the_file(tmp_path: Path) -> None:
+    stored = encrypt_env_values({"KEY": "k"}, secret_names=["KEY"], password=PASSWORD)
+    source = tmp_path / "deploy.env.encrypt"
+    source.write_text(serialize_env(stored))
+
+    with pytest.raises(SecretsError) as caught:
+        load_secrets(password="wrong", path=source, environ={})
+
+    assert str(caught.value).startswith(f"{source}: KEY_ENCRYPTED: cannot decrypt: wrong password")
+
+
 def test_load_sets_the_real_process_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -58,7 +58,7 @@ def test_exec_passes_arguments_after_the_double_dash(helper: HelperDaemon) -> No
 def test_refusals_have_their_own_code_and_a_reason(helper: HelperDaemon) -> None:
     escape = roboz("run", "--socket", helper.socket_path, "../policy.toml")
     assert escape.returncode == EXIT_REFUSED
-    assert escape.stderr.startswith("roboz scripts: refused")
+    assert escape.stderr.startswith("roboz: error: refused")
     not_allowed = roboz("exec", "--socket", helper.socket_path, "--", "/usr/bin/id")
     assert not_allowed.returncode == EXIT_REFUSED
 
@@ -111,11 +111,11 @@ def _cli_as_tight_client(socket_path: str, args: list[str]) -> tuple[int, str]:
 def test_a_timeout_exits_124_with_the_reason(helper: HelperDaemon) -> None:
     code, stderr = _cli_as_tight_client(helper.socket_path, ["sleeper.sh", "roboz-cli-timeout"])
     assert code == EXIT_TIMEOUT, stderr
-    assert stderr.splitlines()[-1].startswith("roboz scripts: timeout (timeout limit)")
+    assert stderr.splitlines()[-1].startswith("roboz: error: timeout (timeout limit)")
 
 
 def test_an_output_flood_exits_125_with_the_reason(helper: HelperDaemon) -> None:
     code, stderr = _cli_as_tight_client(helper.socket_path, ["lots.sh", "100000"])
     assert code == EXIT_OUTPUT_LIMIT, stderr
     # The script's own stderr came first; the reason is the last line.
-    assert stderr.splitlines()[-1].startswith("roboz scripts: output_limit (output limit)")
+    assert stderr.splitlines()[-1].startswith("roboz: error: output_limit (output limit)")

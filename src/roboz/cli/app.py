@@ -1,30 +1,22 @@
 """The ``roboz`` typer app and ``main``, which owns exit codes and error printing.
 
-Exit codes: 0 success, 1 operational failure, 2 invalid arguments, 130 interrupted (Ctrl-C).
-Errors are one line on stderr; ``--debug`` or ``ROBOZ_DEBUG=1`` adds the traceback.
+Errors are one line on stderr, ``roboz: error: ...``; ``--debug`` (on every command) or
+``ROBOZ_DEBUG=1`` adds the traceback with its cause. Exit codes: see ``roboz.cli.errors``.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Annotated
 
 import typer
 
 from roboz.cli import env, inventory, scaffold, scripts
+from roboz.cli.base import App, DebugOption, debug_enabled, set_debug
 from roboz.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
 
-app = typer.Typer(
-    name="roboz",
-    help="RoboZ: typed LLM agents whose tools chain conditionally. Chain tools. Skip calls.",
-    no_args_is_help=True,
-    add_completion=False,
-    # main() prints errors itself, as one line; typer's pretty tracebacks would bypass that.
-    pretty_exceptions_enable=False,
-)
+app = App(help="RoboZ: typed LLM agents whose tools chain conditionally. Chain tools. Skip calls.")
 app.add_typer(inventory.app, name="inventory")
 app.add_typer(env.app, name="env")
 app.add_typer(scaffold.tool_app, name="tool")
@@ -32,57 +24,23 @@ app.add_typer(scaffold.skill_app, name="skill")
 app.add_typer(scripts.app, name="scripts")
 
 
-class _Run:
-    debug = False
-
-
 @app.callback()
-def _options(
-    debug: Annotated[
-        bool,
-        typer.Option("--debug", help="Show the traceback of an error (same as ROBOZ_DEBUG=1)."),
-    ] = False,
-) -> None:
-    _Run.debug = _Run.debug or debug
-
-
-def _debug_enabled() -> bool:
-    return _Run.debug or os.environ.get("ROBOZ_DEBUG", "").lower() in ("1", "true", "yes")
+def _options(debug: DebugOption = False) -> None:
+    if debug:
+        set_debug(True)
 
 
 def _fail(message: str, code: int, error: BaseException | None = None) -> int:
-    if error is not None and _debug_enabled():
+    if error is not None and debug_enabled():
         traceback.print_exception(error, file=sys.stderr)
     # One line, whatever the message contains.
     print(f"roboz: error: {' '.join(message.split())}", file=sys.stderr)
     return code
 
 
-# Groups whose options are all ours; others (scripts) may pass --debug on to what they run.
-_DEBUG_ANYWHERE = frozenset({"inventory", "env", "tool", "skill"})
-
-
-def _take_debug_flag(args: list[str]) -> list[str]:
-    """Accept --debug after the command too, where people add it once something failed.
-
-    Only for our own command groups and before any ``--``: elsewhere it may be an argument
-    meant for a script or program.
-    """
-    group = next((index for index, arg in enumerate(args) if not arg.startswith("-")), None)
-    end = len(args)
-    if group is not None and args[group] not in _DEBUG_ANYWHERE:
-        end = group
-    if "--" in args[:end]:
-        end = args.index("--")
-    if "--debug" not in args[:end]:
-        return args
-    _Run.debug = True
-    return [arg for arg in args[:end] if arg != "--debug"] + args[end:]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    _Run.debug = False
-    args = _take_debug_flag(list(sys.argv[1:] if argv is None else argv))
+    set_debug(False)
+    args = list(sys.argv[1:] if argv is None else argv)
     command = typer.main.get_command(app)
     try:
         result = command.main(
@@ -110,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return code  # e.g. a group called without a command: its help is already shown
         return _fail(f"{message}{hint}", code, error)
     except Exception as error:
-        hint = "" if _debug_enabled() else " (run with --debug for the traceback)"
+        hint = "" if debug_enabled() else " (run with --debug for the traceback)"
         return _fail(f"{type(error).__name__}: {error}{hint}", EXIT_FAILURE, error)
     return result if isinstance(result, int) else EXIT_OK
 

@@ -10,14 +10,12 @@ from typing import Annotated
 
 import typer
 
+from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
 from roboz.endpoints.catalogue import CatalogueError
 from roboz.endpoints.codegen import generate_providers
 
-app = typer.Typer(
-    help="Create and regenerate a typed model catalogue (models.json -> providers.py).",
-    no_args_is_help=True,
-)
+app = App(help="Create and regenerate a typed model catalogue (models.json -> providers.py).")
 
 CATALOGUE_DIR = "model_catalogue"
 CATALOGUE_JSON = "models.json"
@@ -25,34 +23,62 @@ CATALOGUE_JSON = "models.json"
 PATH_HELP = "The catalogue JSON file (default: found from the project layout)."
 
 
-def _package_name(root: Path) -> str:
-    """The import name of the project: pyproject's [project].name, else the directory name."""
-    name = root.resolve().name
+def _declared_name(root: Path) -> str | None:
+    """The import name pyproject's [project].name gives, if there is one."""
     try:
         with (root / "pyproject.toml").open("rb") as handle:
             declared = tomllib.load(handle).get("project", {}).get("name")
-        if isinstance(declared, str) and declared:
-            name = declared
     except (OSError, tomllib.TOMLDecodeError):
-        pass
-    return re.sub(r"[-.]+", "_", name).lower()
+        return None
+    if isinstance(declared, str) and declared:
+        return re.sub(r"[-.]+", "_", declared).lower()
+    return None
 
 
-def default_catalogue_dir(root: Path) -> Path:
-    """``src/<pkg>/model_catalogue``, else ``<pkg>/model_catalogue``, else ``model_catalogue``."""
-    package = _package_name(root)
+def _packages_in(directory: Path) -> list[str]:
+    """Import packages directly below ``directory`` (directories with an ``__init__.py``)."""
+    if not directory.is_dir():
+        return []
+    return sorted(
+        entry.name
+        for entry in directory.iterdir()
+        if entry.is_dir() and (entry / "__init__.py").is_file() and entry.name.isidentifier()
+    )
+
+
+def default_catalogue_dir(root: Path) -> tuple[Path, str]:
+    """Where the catalogue goes by default, and why (said to the user).
+
+    ``src/<pkg>/model_catalogue`` or ``<pkg>/model_catalogue`` for the package named in
+    pyproject.toml (else after the directory); in a ``src/`` holding one package, that one;
+    with several and none of that name, an error asking for ``--path``; with no package at
+    all, ``model_catalogue`` at the root.
+    """
+    declared = _declared_name(root)
+    package = declared or re.sub(r"[-.]+", "_", root.resolve().name).lower()
+    source = "pyproject.toml" if declared else "the project directory's name"
     for candidate in (root / "src" / package, root / package):
         if candidate.is_dir():
-            return candidate / CATALOGUE_DIR
-    return root / CATALOGUE_DIR
+            return candidate / CATALOGUE_DIR, f"package {package!r}, from {source}"
+    in_src = _packages_in(root / "src")
+    if len(in_src) == 1:
+        return root / "src" / in_src[0] / CATALOGUE_DIR, f"the only package in src/, {in_src[0]!r}"
+    if in_src:
+        raise CliUsageError(
+            f"src/ holds several packages ({', '.join(in_src)}) and none is named {package!r} "
+            f"(from {source}); choose one with --path src/<package>/{CATALOGUE_DIR}/"
+            f"{CATALOGUE_JSON}"
+        )
+    return root / CATALOGUE_DIR, "no package found, so at the project root"
 
 
-def _json_path(path: Path | None) -> Path:
+def _json_path(path: Path | None) -> tuple[Path, str | None]:
     if path is None:
-        return default_catalogue_dir(Path()) / CATALOGUE_JSON
+        directory, reason = default_catalogue_dir(Path())
+        return directory / CATALOGUE_JSON, reason
     if path.suffix != ".json" or path.is_dir():
         raise CliUsageError(f"--path {path}: name the catalogue's .json file")
-    return path
+    return path, None
 
 
 @app.command()
@@ -60,7 +86,7 @@ def init(
     path: Annotated[Path | None, typer.Option("--path", help=PATH_HELP, show_default=False)] = None,
 ) -> None:
     """Write the bundled example models.json into the project; never overwrites it."""
-    target = _json_path(path)
+    target, reason = _json_path(path)
     if target.exists():
         raise CliError(
             f"{target} already exists and is never overwritten; delete it first to restore "
@@ -76,9 +102,10 @@ def init(
     try:
         with target.open("x", encoding="utf-8") as handle:
             handle.write(examples.read_text(encoding="utf-8"))
-    except FileExistsError:
-        raise CliError(f"{target} already exists and is never overwritten") from None
-    typer.echo(f"Created {target}. Edit it, then run: roboz inventory generate")
+    except FileExistsError as error:
+        raise CliError(f"{target} already exists and is never overwritten") from error
+    chosen = f" ({reason})" if reason else ""
+    typer.echo(f"Created {target}{chosen}. Edit it, then run: roboz inventory generate")
 
 
 @app.command()
@@ -94,14 +121,14 @@ def generate(
     ] = None,
 ) -> None:
     """Generate providers.py from models.json; replaces only files roboz generated."""
-    source = _json_path(path)
+    source, _ = _json_path(path)
     if output is not None and output.suffix != ".py":
         raise CliUsageError(f"--output {output}: name a .py file")
     if not source.is_file():
         hint = "run roboz inventory init" if path is None else "check --path"
-        raise CliError(f"{source}: no catalogue here; {hint}")
+        raise CliUsageError(f"{source}: no catalogue here; {hint}")
     try:
         written = generate_providers(source, output)
     except CatalogueError as error:
-        raise CliError(str(error)) from None
+        raise CliError(str(error)) from error
     typer.echo(f"Wrote {written}")

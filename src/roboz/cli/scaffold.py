@@ -16,10 +16,11 @@ from typing import Annotated
 
 import typer
 
+from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
 
-tool_app = typer.Typer(help="Create local tool packages.", no_args_is_help=True)
-skill_app = typer.Typer(help="Create local skill packages.", no_args_is_help=True)
+tool_app = App(help="Create local tool packages.")
+skill_app = App(help="Create local skill packages.")
 
 DEFAULT_TOOL_PATH = Path("local/tools/simpsons_quotes")
 DEFAULT_SKILL_PATH = Path("local/skills/simpsons_quotes_skill")
@@ -87,10 +88,30 @@ def _init(kind: str, destination: Path) -> None:
     try:
         _render(kind, name, destination)
     except OSError as error:
-        raise CliError(f"{destination}: cannot create: {error}") from None
+        raise CliError(f"{destination}: cannot create: {error}") from error
     typer.echo(f"Created {destination}/ (__init__.py, tool.py, requirements.txt)")
-    module = ".".join(destination.parts)
-    typer.echo(f"Import it with: from {module} import CAPABILITY")
+    typer.echo(_import_instruction(destination))
+
+
+def _import_instruction(destination: Path) -> str:
+    """How to import the package from the project root (the current directory)."""
+    root = Path.cwd().resolve()
+    package = destination.resolve()
+    where = "from the project root"
+    base = package.parent
+    for candidate, note in (
+        (root / "src", "with src/ on the import path (install the project, or PYTHONPATH=src)"),
+        (root, where),
+    ):
+        if package.is_relative_to(candidate):
+            parts = package.relative_to(candidate).parts
+            if all(part.isidentifier() and not keyword.iskeyword(part) for part in parts):
+                return f"Import it {note}: from {'.'.join(parts)} import CAPABILITY"
+            break
+    return (
+        f"Import it with {base} on the import path (e.g. PYTHONPATH={base}): "
+        f"from {package.name} import CAPABILITY"
+    )
 
 
 PATH_HELP = "Destination directory; its snake_case name names the package."

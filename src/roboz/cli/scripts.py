@@ -7,14 +7,19 @@ says why (see EXIT_CODES); the reason goes to stderr.
 
 from __future__ import annotations
 
-import os
+import importlib.util
+import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, NoReturn, TypeVar
 
 import typer
 
+from roboz.cli.base import App
+from roboz.cli.errors import EXIT_INTERRUPTED, CliError
 from roboz.shed.safe_scripts import (
     ClientRefused,
     HelperBusy,
@@ -43,11 +48,10 @@ EXIT_CODES = {
     "busy": EXIT_BUSY,
 }
 
-app = typer.Typer(
+app = App(
     help="Run scripts and commands through the SafeScripts helper daemon. Exit codes of run "
     "and exec: the run's own exit status (128+N for signal N); 124 timeout, 125 output limit, "
     "126 refused, 69 helper unreachable, 75 helper busy, 76 protocol error.",
-    no_args_is_help=True,
 )
 
 SocketOption = Annotated[
@@ -62,8 +66,7 @@ SocketOption = Annotated[
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    typer.echo(f"roboz scripts: {message}", err=True)
-    raise typer.Exit(code)
+    raise CliError(message, exit_code=code)
 
 
 def _stream(stream: str, data: bytes) -> None:
@@ -78,7 +81,7 @@ def _finish(result: ShellScriptResult) -> NoReturn:
         limit = f" ({result.limit} limit)" if result.limit else ""
         _fail(f"{result.status}{limit}: {result.diagnostic}", code)
     if result.status == "killed" and result.limit:
-        typer.echo(f"roboz scripts: killed by the {result.limit} limit", err=True)
+        typer.echo(f"roboz: note: killed by the {result.limit} limit", err=True)
     status = result.exit_status
     if status is None:
         _fail(f"{result.status}: {result.diagnostic or 'no exit status'}", 1)
@@ -100,16 +103,52 @@ def _client_call(action: str, call: Callable[[], T]) -> T:
 
 @app.command()
 def serve(
-    policy: Annotated[Path, typer.Option("--policy", help="Policy TOML file.", exists=True)],
+    policy: Annotated[
+        Path, typer.Option("--policy", help="Policy TOML file.", exists=True, dir_okay=False)
+    ],
     socket: Annotated[
         str | None, typer.Option("--socket", help="Socket path (overrides [server] socket).")
     ] = None,
 ) -> None:
-    """Start the helper daemon in the foreground (normally systemd does this)."""
+    """Start the helper daemon in the foreground (normally systemd does this).
+
+    Ctrl-C stops it; the exit code is then 130, as for every interrupted command.
+    """
+    missing = [name for name in ("prctl", "pyroute2") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise CliError(
+            f"the helper daemon needs {' and '.join(missing)}, which come with "
+            "roboz-helper[daemon]: pip install './helper[daemon]' from a RoboZ clone"
+        )
     argv = [sys.executable, "-m", "roboz_helper", "serve", "--policy", str(policy)]
     if socket:
         argv += ["--socket", socket]
-    os.execv(sys.executable, argv)
+    raise typer.Exit(_supervise(argv))
+
+
+def _supervise(argv: list[str]) -> int:
+    """Run the daemon as a child, pass SIGINT/SIGTERM on, and exit as an interrupted command.
+
+    The daemon shuts down cleanly (exit 0) on either signal; what our caller learns is that the
+    command was interrupted: 130 for SIGINT, 128+N for another signal, as shells report it.
+    """
+    received: list[int] = []
+    child = subprocess.Popen(argv)
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        status = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received:
+        return EXIT_INTERRUPTED if received[0] == signal.SIGINT else 128 + received[0]
+    return 128 - status if status < 0 else status
 
 
 @app.command()
@@ -138,27 +177,47 @@ def list_scripts(socket: SocketOption = DEFAULT_SOCKET) -> None:
         typer.echo(f"{entry.name}\t{entry.description}" if entry.description else entry.name)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+# Everything after the script (or the command) is its own: options of ours come before it.
+_PASS_THROUGH = {"allow_interspersed_args": False}
+
+
+def _own_args(args: list[str] | None) -> list[str]:
+    """The arguments after the script, with a separating ``--`` (``run s.sh -- -x``) removed."""
+    args = list(args or [])
+    return args[1:] if args[:1] == ["--"] else args
+
+
+@app.command(context_settings=_PASS_THROUGH)
 def run(
-    script: Annotated[str, typer.Argument(help="Script path relative to the scripts directory.")],
-    args: Annotated[list[str] | None, typer.Argument(help="Arguments for the script.")] = None,
+    script: Annotated[
+        str, typer.Argument(help="Script path relative to the scripts directory.", metavar="SCRIPT")
+    ],
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(help="Arguments for the script (all that follows it).", metavar="ARGS"),
+    ] = None,
     socket: SocketOption = DEFAULT_SOCKET,
 ) -> None:
     """Run a script in a fresh sandbox, streaming its output."""
     client = SafeScriptsClient(socket)
-    result = _client_call("run", lambda: client.run_script(script, args or [], on_output=_stream))
+    own = _own_args(args)
+    result = _client_call("run", lambda: client.run_script(script, own, on_output=_stream))
     _finish(result)
 
 
-@app.command("exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command("exec", context_settings=_PASS_THROUGH)
 def exec_command(
     argv: Annotated[
         list[str],
-        typer.Argument(help="Absolute allowlisted executable and its arguments, after --."),
+        typer.Argument(
+            help="Absolute allowlisted executable and its arguments (all that follows it).",
+            metavar="COMMAND",
+        ),
     ],
     socket: SocketOption = DEFAULT_SOCKET,
 ) -> None:
     """Run an allowlisted command in a fresh sandbox, streaming its output."""
     client = SafeScriptsClient(socket)
-    result = _client_call("exec", lambda: client.exec_command(argv, on_output=_stream))
+    command = _own_args(argv)
+    result = _client_call("exec", lambda: client.exec_command(command, on_output=_stream))
     _finish(result)

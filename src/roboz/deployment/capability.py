@@ -9,7 +9,7 @@ is checked against the label here, so a builder cannot smuggle a skill in under 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 from roboz.deployment.errors import DeploymentError
 from roboz.deployment.labels import Label, SkillLabel, ToolLabel
@@ -92,7 +92,7 @@ class Capability:
         return f"{type(self).__name__}(label={self._label!r})"
 
 
-def check_value(capability: Capability, value: Any) -> Tool | Chain | Skill:
+def check_value(capability: Capability, value: object) -> Tool | Chain | Skill:
     """``value`` as the label's kind expects it; chains become tuples so nobody can edit them."""
     label = capability.label
     if isinstance(value, Factory | SkillFactory):
@@ -108,17 +108,19 @@ def check_value(capability: Capability, value: Any) -> Tool | Chain | Skill:
         )
     if isinstance(value, Tool):
         return value
+    kind = _kind_of(value)
     if isinstance(value, Sequence) and not isinstance(value, str):
-        chain = tuple(value)
-        if chain and all(isinstance(item, Tool) for item in chain):
-            return chain
+        items: tuple[object, ...] = tuple(cast("Sequence[object]", value))
+        tools = tuple(item for item in items if isinstance(item, Tool))
+        if tools and len(tools) == len(items):
+            return tools
     raise DeploymentError(
         f"{capability.describe()}: a tool label needs a Tool or a non-empty chain of Tools, "
-        f"got {_kind_of(value)}"
+        f"got {kind}"
     )
 
 
-def check_build_result(capability: Capability, result: Any) -> tuple[Tool | Chain | Skill, ...]:
+def check_build_result(capability: Capability, result: object) -> tuple[Tool | Chain | Skill, ...]:
     if not isinstance(result, tuple):
         raise DeploymentError(
             f"{capability.describe()}: build() must return a tuple of tools, chains or "
@@ -126,7 +128,8 @@ def check_build_result(capability: Capability, result: Any) -> tuple[Tool | Chai
         )
     if not result:
         raise DeploymentError(f"{capability.describe()}: build() returned nothing")
-    return tuple(check_value(capability, item) for item in result)
+    items: tuple[object, ...] = cast("tuple[object, ...]", result)
+    return tuple(check_value(capability, item) for item in items)
 
 
 def _kind_of(value: object) -> str:

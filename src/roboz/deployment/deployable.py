@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from roboz.agent import Agent, AgentMode
 from roboz.dependencies import ExternalDependency, LLMEndpointDependency
@@ -209,7 +209,7 @@ class DeployableAgent:
         return runtime, tuple(background)
 
     def _check_required_attributes(self, included: Iterable[Capability]) -> None:
-        problems = []
+        problems: list[str] = []
         for capability in included:
             missing = [a for a in capability.required_attributes if a not in self._attributes]
             if missing:
@@ -257,12 +257,14 @@ def _checked_messages(owner: str, messages: object) -> tuple[InitialMessage, ...
             f"agent {owner!r}: initial_messages must be a tuple of messages, strings or paths "
             "(set_initial_messages accepts any sequence)"
         )
-    for message in messages:
+    checked: list[InitialMessage] = []
+    for message in cast("tuple[object, ...]", messages):
         if not isinstance(message, Message | str | Path):
             raise DeploymentError(
                 f"agent {owner!r}: initial message {message!r} is not a Message, str or Path"
             )
-    return messages
+        checked.append(message)
+    return tuple(checked)
 
 
 def _materialize(message: InitialMessage) -> Message | str:

@@ -1,4 +1,9 @@
-"""Labels: the immutable metadata under which a capability is offered and selected."""
+"""Labels: the immutable metadata under which a capability is offered and selected.
+
+A label is fixed (always built, whatever the selection) unless it is declared
+``selectable=True``: leaving out a capability must be something its author allowed, so that a
+selection naming only the optional entries never drops, say, the agent's ``stop`` tool.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ class ToolLabel:
 
     name: str
     default: bool = False
-    selectable: bool = True
+    selectable: bool = False
     kind: ClassVar[Literal["tool"]] = "tool"
 
     def __post_init__(self) -> None:
@@ -47,7 +52,7 @@ class SkillLabel:
 
     name: str
     loading: SkillLoading = SkillLoading.ON_DEMAND
-    selectable: bool = True
+    selectable: bool = False
     kind: ClassVar[Literal["skill"]] = "skill"
 
     def __post_init__(self) -> None:

@@ -65,8 +65,8 @@ def _check_choice(owner: str, capability: Capability, raw: object) -> Choice:
         )
     if not label.selectable and choice is not True:
         raise CapabilitySelectionError(
-            f"{where} is fixed (selectable=False): it is always included as declared, so it "
-            f"can only be selected with True, got {choice!r}"
+            f"{where} is fixed (its label is not declared selectable=True): it is always "
+            f"included as declared, so it can only be selected with True, got {choice!r}"
         )
     return choice
 

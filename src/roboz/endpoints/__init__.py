@@ -27,7 +27,7 @@ from roboz.endpoints.errors import (
     EndpointTimeoutError,
     SecretsError,
 )
-from roboz.endpoints.specs import ChatModelSpec, TranscriptionModelSpec
+from roboz.endpoints.specs import ChatModelSpec, ModelPrice, TranscriptionModelSpec
 from roboz.endpoints.transcription import Transcription, TranscriptionEndpoint
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ __all__ = [
     "EndpointError",
     "EndpointStatusError",
     "EndpointTimeoutError",
+    "ModelPrice",
     "OpenAICompatibleEndpoint",
     "OpenAICompatibleTranscriptionEndpoint",
     "SecretsError",

@@ -5,8 +5,12 @@
     "base_url": "https://models.example.com/v1",
     "api_key_env": "MY_SERVICE_API_KEY",
     "models": {"my_chat_model": {"model_id": "my-chat-model", "endpoint_type": "llm",
-                                 "max_context_tokens": 128000, "accepts_images": false}}}}}
+                                 "max_context_tokens": 128000, "accepts_images": false,
+                                 "input_price_per_mtok": 0.25, "output_price_per_mtok": 2.0}}}}}
 ```
+
+Prices are optional, per chat model, in currency units per million tokens; a model gives both
+or neither.
 
 The catalogue holds routes and the *names* of credential variables, never credential values.
 """
@@ -21,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from roboz.endpoints.specs import ChatModelSpec, TranscriptionModelSpec
+from roboz.endpoints.specs import ChatModelSpec, ModelPrice, TranscriptionModelSpec
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -37,6 +41,13 @@ class ModelEntry(BaseModel):
     endpoint_type: Literal["llm", "transcription"]
     max_context_tokens: int | None = Field(default=None, gt=0)
     accepts_images: bool = False
+    input_price_per_mtok: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    output_price_per_mtok: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+    def price(self) -> ModelPrice | None:
+        if self.input_price_per_mtok is None or self.output_price_per_mtok is None:
+            return None
+        return ModelPrice(self.input_price_per_mtok, self.output_price_per_mtok)
 
 
 class ProviderEntry(BaseModel):
@@ -60,6 +71,7 @@ class Catalogue(BaseModel):
                 base_url=provider.base_url,
                 api_key_env=provider.api_key_env,
                 accepts_images=model.accepts_images,
+                price=model.price(),
             )
             for provider_key, provider in self.providers.items()
             for model_key, model in provider.models.items()
@@ -151,7 +163,23 @@ def _semantic_problems(catalogue: Catalogue) -> list[str]:
                 problems.append(
                     f"{json_path((*model_at, 'max_context_tokens'))}: required for llm models"
                 )
+            prices = (model.input_price_per_mtok, model.output_price_per_mtok)
+            if (prices[0] is None) != (prices[1] is None):
+                given, missing = (
+                    ("input_price_per_mtok", "output_price_per_mtok")
+                    if prices[1] is None
+                    else ("output_price_per_mtok", "input_price_per_mtok")
+                )
+                problems.append(
+                    f"{json_path((*model_at, missing))}: required with {given} (a cost needs both)"
+                )
             if model.endpoint_type == "transcription":
+                for name in ("input_price_per_mtok", "output_price_per_mtok"):
+                    if getattr(model, name) is not None:
+                        problems.append(
+                            f"{json_path((*model_at, name))}: not accepted for transcription "
+                            "models (they are not priced per token)"
+                        )
                 if model.max_context_tokens is not None:
                     problems.append(
                         f"{json_path((*model_at, 'max_context_tokens'))}: "

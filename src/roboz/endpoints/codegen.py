@@ -54,6 +54,7 @@ def render_providers(catalogue: Catalogue, *, source_name: str = "models.json") 
         "",
         "from roboz.endpoints.adapters import openai_compatible as _openai_compatible",
     ]
+    lines.append("from roboz.endpoints.specs import ModelPrice")
     if has_transcription:
         lines.append("from roboz.endpoints.transcription import TranscriptionEndpoint")
     if has_chat:
@@ -83,10 +84,32 @@ def render_providers(catalogue: Catalogue, *, source_name: str = "models.json") 
     lines += ["", ""]
     for provider_key in catalogue.providers:
         lines.append(f"{provider_key} = {class_names[provider_key]}()")
+    lines += _price_lines(catalogue)
     lines += ["", "__all__ = ["]
     lines += [f"    {_literal(key)}," for key in sorted(catalogue.providers)]
     lines.append("]")
     return "\n".join(lines) + "\n"
+
+
+def _price_lines(catalogue: Catalogue) -> list[str]:
+    """``PRICES``: the catalogue's per-token prices by endpoint name, for usage and cost."""
+    entries = [
+        (f"{provider_key}.{model_key}", price)
+        for provider_key, provider in catalogue.providers.items()
+        for model_key, model in provider.models.items()
+        if (price := model.price()) is not None
+    ]
+    lines = ["", "# Per-token prices from the catalogue, by endpoint name (currency units per"]
+    lines.append("# million tokens); models without prices are not listed.")
+    if not entries:
+        return [*lines, "PRICES: dict[str, ModelPrice] = {}"]
+    lines.append("PRICES: dict[str, ModelPrice] = {")
+    for name, price in entries:
+        lines.append(f"    {_literal(name)}: ModelPrice(")
+        lines.append(f"        input_per_mtok={float(price.input_per_mtok)!r},")
+        lines.append(f"        output_per_mtok={float(price.output_per_mtok)!r},")
+        lines.append("    ),")
+    return [*lines, "}"]
 
 
 def carries_marker(path: Path) -> bool:

@@ -100,7 +100,7 @@ def _expect_only_comment(tail: str, where: str) -> None:
 
 def serialize_env(values: Mapping[str, str]) -> str:
     """``NAME=value`` lines that ``parse_env`` reads back to the same mapping."""
-    lines = []
+    lines: list[str] = []
     for name, value in values.items():
         if not _NAME.match(name):
             raise SecretsError(f"{name!r} is not a valid variable name")
@@ -274,6 +274,15 @@ def encrypt_env(
     return target
 
 
+def _decrypt_file(path: Path, password: str | None) -> dict[str, str]:
+    """decrypt_env_values on a file; an error names the file (a wrong password included)."""
+    values = read_env_file(path)
+    try:
+        return decrypt_env_values(values, password=password)
+    except SecretsError as error:
+        raise SecretsError(f"{path}: {error}") from error
+
+
 def load_secrets(
     password: str | None = None,
     path: str | os.PathLike[str] | None = None,
@@ -290,13 +299,13 @@ def load_secrets(
     target = os.environ if environ is None else environ
     if password is None:
         password = target.get(PASSWORD_ENV) or None
+    merged: dict[str, str] = {}
     if path is not None:
-        merged = decrypt_env_values(read_env_file(Path(path)), password=password)
+        merged = _decrypt_file(Path(path), password)
     else:
-        merged = {}
         for candidate in (DEFAULT_ENCRYPTED_ENV_PATH, DEFAULT_ENV_PATH):
             if candidate.is_file():
-                merged.update(decrypt_env_values(read_env_file(candidate), password=password))
+                merged.update(_decrypt_file(candidate, password))
     applied = [name for name in merged if name not in target]
     for name in applied:
         target[name] = merged[name]

@@ -14,6 +14,24 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class ModelPrice:
+    """What a model costs, in currency units (the catalogue's, e.g. USD) per million tokens."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def __post_init__(self) -> None:
+        for name in ("input_per_mtok", "output_per_mtok"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        """The cost of one call (or a total) with these token counts."""
+        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+
+
+@dataclass(frozen=True)
 class ChatModelSpec:
     """A chat model route. ``endpoint()`` builds the endpoint (still without reading a key)."""
 
@@ -22,6 +40,8 @@ class ChatModelSpec:
     base_url: str | None = None
     api_key_env: str | None = None
     accepts_images: bool = False
+    price: ModelPrice | None = None
+    """From the catalogue's optional input_price_per_mtok / output_price_per_mtok."""
 
     def __post_init__(self) -> None:
         if self.max_context_tokens <= 0:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from roboz.endpoints.adapters import openai_compatible as _openai_compatible
+from roboz.endpoints.specs import ModelPrice
 from roboz.endpoints.transcription import TranscriptionEndpoint
 from roboz.llm.endpoint import LLMEndpoint
 
@@ -86,6 +87,10 @@ class GroqModels:
 openrouter = OpenrouterModels()
 cerebras = CerebrasModels()
 groq = GroqModels()
+
+# Per-token prices from the catalogue, by endpoint name (currency units per
+# million tokens); models without prices are not listed.
+PRICES: dict[str, ModelPrice] = {}
 
 __all__ = [
     "cerebras",

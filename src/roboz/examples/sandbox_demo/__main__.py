@@ -90,7 +90,7 @@ def _project(base: Path) -> PermissionPolicy:
         allow=(
             PermissionRule(
                 pattern="notes/**",
-                operations={Operation.READ, Operation.CREATE, Operation.DELETE},
+                operations=frozenset({Operation.READ, Operation.CREATE, Operation.DELETE}),
             ),
         ),
     )

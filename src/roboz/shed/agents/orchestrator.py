@@ -40,7 +40,7 @@ def orchestrator(
         agent_endpoint=agent_endpoint,
         capabilities=(
             Filesystem(),
-            Pdf(label=SkillLabel("pdf")),
+            Pdf(label=SkillLabel("pdf", selectable=True)),
             Capability(label=ToolLabel("stop", selectable=False), value=stop),
         ),
     )

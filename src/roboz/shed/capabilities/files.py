@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 
 PERMISSIONS = "permissions"
 # Labels are immutable, so one default instance can be shared by every capability.
-FILESYSTEM_LABEL = SkillLabel("filesystem", loading=SkillLoading.AUTOMATIC)
-PDF_LABEL = SkillLabel("pdf", loading=SkillLoading.AUTOMATIC)
+FILESYSTEM_LABEL = SkillLabel("filesystem", loading=SkillLoading.AUTOMATIC, selectable=True)
+PDF_LABEL = SkillLabel("pdf", loading=SkillLoading.AUTOMATIC, selectable=True)
 # The programs run_file_command runs natively (the other commands are implemented in Python).
 FILE_COMMAND_PROGRAMS = ("grep", "rg", "ls", "diff", "find", "gio")
 

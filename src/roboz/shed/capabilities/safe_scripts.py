@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from roboz.runtime.events import EventPipe
 
 # Labels are immutable, so one default instance can be shared by every capability.
-SAFE_SCRIPTS_LABEL = ToolLabel("run_shell_script")
+SAFE_SCRIPTS_LABEL = ToolLabel("run_shell_script", selectable=True)
 
 
 class SafeScripts(Capability):
