@@ -66,7 +66,13 @@ from roboz.threads.record import (
 )
 from roboz.threads.specs import ClientToolSpec, ModelProfileResponse
 from roboz.threads.store import SQLiteThreadStore
-from roboz.threads.task import AgentGoalStatus, AgentTask, AgentTaskStatus, AgentThreadGoalRecord
+from roboz.threads.task import (
+    AgentGoal,
+    AgentGoalStatus,
+    AgentTask,
+    AgentTaskStatus,
+    AgentThreadGoalRecord,
+)
 
 
 def _sqlite_store_fits_the_interface(store: SQLiteThreadStore) -> ThreadStore:
@@ -84,6 +90,7 @@ __all__ = [
     "AgentErrorContent",
     "AgentErrorEvent",
     "AgentEvent",
+    "AgentGoal",
     "AgentGoalStatus",
     "AgentMessage",
     "AgentMessageStatus",

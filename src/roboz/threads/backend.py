@@ -8,8 +8,10 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from roboz.threads.compression import CompressionTier
+from roboz.threads.content import AgentContent
 from roboz.threads.record import (
     AgentMessage,
+    AgentMessageStatus,
     AgentThreadDelta,
     AgentThreadRecord,
     AgentThreadStatus,
@@ -43,6 +45,14 @@ class ThreadStore(Protocol):
     ) -> int: ...
 
     def update_message(self, thread_id: str, sequence_num: int, message: AgentMessage) -> None: ...
+
+    def append_blocks(
+        self,
+        thread_id: str,
+        sequence_num: int,
+        blocks: Sequence[AgentContent],
+        status: AgentMessageStatus | None = None,
+    ) -> None: ...
 
     def regenerate_turn(
         self, thread_id: str, sequence_num: int, replacement: AgentMessage | None = None

@@ -17,6 +17,7 @@ from typing import Any
 from roboz.threads._rows import (
     MESSAGE_COLUMNS,
     THREAD_COLUMNS,
+    decode_content,
     dump_list,
     message_from_row,
     read_compressed_view,
@@ -31,7 +32,7 @@ from roboz.threads.compression import (
     ensure_verbatim,
     validate_variant,
 )
-from roboz.threads.content import encode_blocks
+from roboz.threads.content import AgentTextContent, encode_blocks
 from roboz.threads.errors import (
     MessageFinalizedError,
     MessageGeneratingError,
@@ -42,6 +43,7 @@ from roboz.threads.errors import (
 from roboz.threads.record import (
     AgentMessage,
     AgentMessageStatus,
+    AgentRole,
     AgentThreadDelta,
     AgentThreadRecord,
     AgentThreadStatus,
@@ -64,7 +66,7 @@ class SQLiteThreadStore:
         self._write = self._connections.write
         self._read = self._connections.read
         with self._write() as conn:
-            ensure_schema(conn)
+            ensure_schema(conn, self.path)
 
     def close(self) -> None:
         """Close every connection this store opened."""
@@ -230,7 +232,7 @@ class SQLiteThreadStore:
 
     def set_goals(self, thread_id: str, goals: Sequence[AgentThreadGoalRecord]) -> None:
         """Replace the declared goals (stored ordered by the turn that declared them)."""
-        ordered = sorted(goals, key=lambda goal: goal.declared_at_message_sequence_num)
+        ordered = sorted(goals, key=lambda goal: (goal.message_sequence_num, goal.created))
         with self._write() as conn:
             bump_revision(conn, thread_id, "goals")
             conn.execute(
@@ -247,6 +249,7 @@ class SQLiteThreadStore:
         content: str | None = None,
         *,
         allow_read_only: bool = True,
+        extras: str | None = None,
     ) -> int:
         # One statement moves the revision, allocates the sequence number and reads the
         # origin; a refusal raises inside the caller's transaction, which rolls it back.
@@ -263,8 +266,8 @@ class SQLiteThreadStore:
                 f"thread {thread_id!r} is owned by {origin!r} and refuses new messages"
             )
         conn.execute(
-            "INSERT INTO messages (thread_id, seq, role, status, created, content, revision) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
+            "base_revision, extras) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 thread_id,
                 seq,
@@ -273,6 +276,8 @@ class SQLiteThreadStore:
                 message.created.isoformat(),
                 encode_blocks(message.content) if content is None else content,
                 revision,
+                revision,
+                extras,
             ),
         )
         return int(seq)
@@ -292,38 +297,129 @@ class SQLiteThreadStore:
                 conn, thread_id, message, content, allow_read_only=allow_read_only
             )
 
-    def update_message(self, thread_id: str, sequence_num: int, message: AgentMessage) -> None:
-        """Replace a message that is still being generated (streaming, adding blocks).
+    def append_blocks(
+        self,
+        thread_id: str,
+        sequence_num: int,
+        blocks: Sequence[Any],
+        status: AgentMessageStatus | None = None,
+    ) -> None:
+        """Append ``blocks`` to a message still being generated, optionally setting its status.
 
+        This is how a message grows (streamed text arrives as one text block per fragment):
+        a client that already holds the message is sent only the new blocks.
+        """
+        message = AgentMessage(
+            role=AgentRole.ASSISTANT, content=list(blocks), status=AgentMessageStatus.GENERATING
+        )
+        ensure_verbatim(message)
+        with self._write() as conn:
+            row, held = self._generating_row(conn, thread_id, sequence_num, None)
+            self._grow(conn, thread_id, sequence_num, row, held, list(blocks), status or row[1])
+
+    def update_message(self, thread_id: str, sequence_num: int, message: AgentMessage) -> None:
+        """Set the content and status of a message that is still being generated.
+
+        Blocks are what clients hold, so growth is stored as appended blocks: new blocks after
+        the held ones are appended, and a last text block that grew keeps its held text and
+        gets the added text as a new block after it. Content that does not extend what is
+        stored rewinds the thread to this message (the next delta resets clients there).
         A message already in a terminal status cannot change (MessageFinalizedError); to
         redo it, use :meth:`regenerate_turn`. Compressed variants of it are dropped.
         """
         ensure_verbatim(message)
-        content = encode_blocks(message.content)
+        encode_blocks(message.content)  # fail before the transaction, not inside
         with self._write() as conn:
-            row = conn.execute(
-                "SELECT role, status FROM messages WHERE thread_id = ? AND seq = ?",
-                (thread_id, sequence_num),
-            ).fetchone()
-            if row is None:
-                thread_row(conn, thread_id)
-                raise MessageNotFoundError(f"thread {thread_id!r} has no message {sequence_num}")
-            if AgentMessageStatus(row[1]).is_terminal():
-                raise MessageFinalizedError(
-                    f"message {sequence_num} of thread {thread_id!r} is {row[1]}; it can no "
-                    "longer change in place"
-                )
-            if row[0] != message.role.value:
-                raise ValueError(f"message {sequence_num} is {row[0]}; its role cannot change")
+            row, held = self._generating_row(conn, thread_id, sequence_num, message.role)
+            added = extension(held, list(message.content))
+            if added is not None:
+                self._grow(conn, thread_id, sequence_num, row, held, added, message.status.value)
+                return
             revision = bump_revision(conn, thread_id)
             conn.execute(
-                "UPDATE messages SET status = ?, content = ?, revision = ? "
-                "WHERE thread_id = ? AND seq = ?",
-                (message.status.value, content, revision, thread_id, sequence_num),
+                "UPDATE messages SET status = ?1, content = ?2, revision = ?3, "
+                "base_revision = ?3, block_revisions = NULL WHERE thread_id = ?4 AND seq = ?5",
+                (
+                    message.status.value,
+                    encode_blocks(message.content),
+                    revision,
+                    thread_id,
+                    sequence_num,
+                ),
             )
+            self._rewind_marks(conn, thread_id, sequence_num, revision)
+
+    def _generating_row(
+        self,
+        conn: sqlite3.Connection,
+        thread_id: str,
+        sequence_num: int,
+        role: AgentRole | None,
+    ) -> tuple[tuple[Any, ...], list[Any]]:
+        row = conn.execute(
+            "SELECT role, status, content, base_revision, block_revisions FROM messages "
+            "WHERE thread_id = ? AND seq = ?",
+            (thread_id, sequence_num),
+        ).fetchone()
+        if row is None:
+            thread_row(conn, thread_id)
+            raise MessageNotFoundError(f"thread {thread_id!r} has no message {sequence_num}")
+        if AgentMessageStatus(row[1]).is_terminal():
+            raise MessageFinalizedError(
+                f"message {sequence_num} of thread {thread_id!r} is {row[1]}; it can no "
+                "longer change in place"
+            )
+        if role is not None and row[0] != role.value:
+            raise ValueError(f"message {sequence_num} is {row[0]}; its role cannot change")
+        return tuple(row), decode_content(thread_id, sequence_num, row[2])
+
+    def _grow(
+        self,
+        conn: sqlite3.Connection,
+        thread_id: str,
+        sequence_num: int,
+        row: tuple[Any, ...],
+        held: list[Any],
+        added: list[Any],
+        status: str,
+    ) -> None:
+        revision = bump_revision(conn, thread_id)
+        base = row[3] if row[3] is not None else revision
+        revisions = json.loads(row[4]) if row[4] else [base] * len(held)
+        revisions += [revision] * len(added)
+        conn.execute(
+            "UPDATE messages SET status = ?, content = ?, revision = ?, block_revisions = ? "
+            "WHERE thread_id = ? AND seq = ?",
+            (
+                AgentMessageStatus(status).value,
+                encode_blocks([*held, *added]),
+                revision,
+                json.dumps(revisions),
+                thread_id,
+                sequence_num,
+            ),
+        )
+        if added:
             conn.execute(
                 "DELETE FROM compressed WHERE thread_id = ? AND seq = ?", (thread_id, sequence_num)
             )
+
+    def _rewind_marks(
+        self, conn: sqlite3.Connection, thread_id: str, sequence_num: int, revision: int
+    ) -> None:
+        # Clients drop every message from ``sequence_num`` on and are resent them whole.
+        conn.execute(
+            "UPDATE messages SET revision = ?1, base_revision = ?1 "
+            "WHERE thread_id = ?2 AND seq > ?3",
+            (revision, thread_id, sequence_num),
+        )
+        conn.execute(
+            "DELETE FROM compressed WHERE thread_id = ? AND seq = ?", (thread_id, sequence_num)
+        )
+        conn.execute(
+            "INSERT INTO resets (thread_id, revision, from_seq) VALUES (?, ?, ?)",
+            (thread_id, revision, sequence_num),
+        )
 
     def regenerate_turn(
         self, thread_id: str, sequence_num: int, replacement: AgentMessage | None = None
@@ -393,3 +489,21 @@ class SQLiteThreadStore:
         """The thread's messages as seen at ``tier`` (originals where no variant exists)."""
         with self._read() as conn:
             return read_compressed_view(conn, thread_id, CompressionTier(tier))
+
+
+def extension(held: list[Any], new: list[Any]) -> list[Any] | None:
+    """The blocks to append to ``held`` so that it reads as ``new``, or None when ``new`` does
+    not extend ``held``. A last text block that grew becomes a new block with the added text."""
+    count = len(held)
+    if new[:count] == held:
+        return new[count:]
+    if not count or len(new) < count or new[: count - 1] != held[: count - 1]:
+        return None
+    last, grown = held[-1], new[count - 1]
+    if (
+        isinstance(last, AgentTextContent)
+        and isinstance(grown, AgentTextContent)
+        and grown.text.startswith(last.text)
+    ):
+        return [AgentTextContent(text=grown.text[len(last.text) :]), *new[count:]]
+    return None
