@@ -14,6 +14,7 @@ from roboz.llm import EndpointLike
 from roboz.models import Message, Role, Stop
 from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, EventPipe, Sink, use_pipe
 from roboz.runtime.io import UserIO, current_user_io, use_user_io
+from roboz.threads import ThreadStore
 from roboz.tools import Skill, Tool
 
 ToolEntry = Tool | Sequence[Tool]
@@ -62,6 +63,7 @@ class Agent:
         description: str = "",
         max_steps: int = 1000,
         max_repairs: int = 2,
+        store: ThreadStore | None = None,
     ) -> None:
         if event_pipe is not None and event_sinks is not None:
             raise AgentConfigurationError(
@@ -89,6 +91,10 @@ class Agent:
         self.max_repairs = max_repairs
         self.ask_user_tool = make_ask_user_tool() if self.mode is AgentMode.STEERABLE else None
         self.messages: list[Message] = []
+        self.store = store
+        """Thread store persisting every run (one row per message), or None for in memory."""
+        self.thread_id: str | None = None
+        """The thread of the last persisted run."""
         self._cancel = threading.Event()
         self._validate()
 
@@ -138,13 +144,30 @@ class Agent:
                 f"{label}: tool names {sorted(clashes)} clash with prompt_llm or a skill name"
             )
 
-    def invoke(self, messages: list[Message] | None = None) -> tuple[Stop, list[Message]]:
+    def invoke(
+        self, messages: list[Message] | None = None, *, thread_id: str | None = None
+    ) -> tuple[Stop, list[Message]]:
         """Run until a tool returns Stop. Returns the Stop and the full conversation.
 
         Pass ``messages`` to continue an earlier conversation; otherwise the run starts from
         ``initial_messages``. On error an AgentRunError carries the conversation so far.
+
+        With a ``store``, the run is persisted as thread ``thread_id`` (a new id when None):
+        a new thread starts as above, an existing one continues from its stored conversation
+        with ``messages`` (if given) appended. ``thread_id`` names it afterwards.
         """
-        conversation = messages if messages is not None else list(self.initial_messages)
+        if self.store is None:
+            if thread_id is not None:
+                raise AgentConfigurationError(
+                    f"agent {self.name!r}: thread_id needs a store (Agent(..., store=...))"
+                )
+            return self._run(messages if messages is not None else list(self.initial_messages))
+        from roboz.agent.persistence import persisted_conversation
+
+        with persisted_conversation(self, messages, thread_id) as conversation:
+            return self._run(conversation)
+
+    def _run(self, conversation: list[Message]) -> tuple[Stop, list[Message]]:
         self.messages = conversation
         self._cancel = cancel = threading.Event()
         user_io = self.user_io

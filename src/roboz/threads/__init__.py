@@ -4,6 +4,7 @@ The typed thread model (content blocks, messages, thread records, deltas, UI eve
 compression tiers, a SQLite store, and a bridge that records RoboZ agent runs into threads.
 """
 
+from roboz.threads._runs import RunLease, StoredRunMessage
 from roboz.threads.backend import ThreadStore
 from roboz.threads.bridge import ThreadRecorder
 from roboz.threads.compression import (
@@ -40,9 +41,11 @@ from roboz.threads.errors import (
     MessageNotFoundError,
     RobotoThreadReadOnlyException,
     SchemaVersionError,
+    ThreadBusyError,
     ThreadError,
     ThreadNotFoundError,
     ThreadReadOnlyError,
+    ThreadStoreError,
     UnmappedContentTypeError,
 )
 from roboz.threads.event import (
@@ -122,14 +125,18 @@ __all__ = [
     "MessageNotFoundError",
     "ModelProfileResponse",
     "RobotoThreadReadOnlyException",
+    "RunLease",
     "SQLiteThreadStore",
     "SchemaVersionError",
+    "StoredRunMessage",
+    "ThreadBusyError",
     "ThreadError",
     "ThreadNotFoundError",
     "ThreadOrigin",
     "ThreadReadOnlyError",
     "ThreadRecorder",
     "ThreadStore",
+    "ThreadStoreError",
     "ThreadVisibility",
     "UnmappedContentTypeError",
     "compressed_view",

@@ -114,3 +114,19 @@ def ensure_schema(conn: sqlite3.Connection, path: object) -> None:
 def schema_version(conn: sqlite3.Connection) -> int:
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     return int(version)
+
+
+def check_schema_readable(conn: sqlite3.Connection, path: object) -> None:
+    """For a read-only store: the file must already hold the current schema."""
+    version = schema_version(conn)
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{path}: the database has thread schema version {version}, written by a newer "
+            f"RoboZ; this RoboZ reads versions up to {SCHEMA_VERSION}. Upgrade RoboZ."
+        )
+    raise SchemaVersionError(
+        f"{path}: thread schema version {version} needs migrating to {SCHEMA_VERSION}; open "
+        "the store once writable to migrate it"
+    )

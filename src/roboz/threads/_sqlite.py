@@ -19,8 +19,9 @@ class Connections:
     query inside sees the same snapshot.
     """
 
-    def __init__(self, path: Path, busy_timeout_s: float) -> None:
+    def __init__(self, path: Path, busy_timeout_s: float, *, read_only: bool = False) -> None:
         self.path = path
+        self.read_only = read_only
         self._busy_timeout_s = busy_timeout_s
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
@@ -30,12 +31,14 @@ class Connections:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(
-                self.path,
+                f"file:{self.path}?mode=ro" if self.read_only else self.path,
                 timeout=self._busy_timeout_s,
                 isolation_level=None,
                 check_same_thread=False,  # only close() touches it from another thread
+                uri=self.read_only,
             )
-            conn.execute("PRAGMA journal_mode = WAL")
+            if not self.read_only:
+                conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
             self._local.conn = conn

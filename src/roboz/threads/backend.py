@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from roboz.threads._runs import RunLease, StoredRunMessage
 from roboz.threads.compression import CompressionTier
 from roboz.threads.content import AgentContent
 from roboz.threads.record import (
@@ -75,3 +76,35 @@ class ThreadStore(Protocol):
     def get_compressed_thread(
         self, thread_id: str, tier: CompressionTier
     ) -> list[AgentMessage]: ...
+
+    # -- persisted agent runs (one row per message, the run lease) ----------------------------
+
+    @property
+    def read_only(self) -> bool: ...
+
+    def open_run(
+        self,
+        thread_id: str,
+        *,
+        org_id: str,
+        created_by: str,
+        created_from_agent_id: str | None,
+        initial: Sequence[tuple[AgentMessage, str]] = (),
+    ) -> tuple[RunLease, list[StoredRunMessage], bool]: ...
+
+    def append_run_message(
+        self,
+        lease: RunLease,
+        message: AgentMessage,
+        extras: str,
+        updated_extras: Sequence[tuple[int, str]] = (),
+    ) -> int: ...
+
+    def close_run(
+        self,
+        lease: RunLease,
+        status: AgentThreadStatus = AgentThreadStatus.USER_TURN,
+        notice: AgentMessage | None = None,
+    ) -> None: ...
+
+    def recover_interrupted(self, thread_id: str) -> None: ...

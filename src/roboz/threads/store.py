@@ -25,7 +25,8 @@ from roboz.threads._rows import (
     record_from_row,
     thread_row,
 )
-from roboz.threads._schema import ensure_schema
+from roboz.threads._runs import RunStoreMixin
+from roboz.threads._schema import check_schema_readable, ensure_schema
 from roboz.threads._sqlite import Connections, bump_revision
 from roboz.threads.compression import (
     CompressionTier,
@@ -37,8 +38,10 @@ from roboz.threads.errors import (
     MessageFinalizedError,
     MessageGeneratingError,
     MessageNotFoundError,
+    SchemaVersionError,
     ThreadNotFoundError,
     ThreadReadOnlyError,
+    ThreadStoreError,
 )
 from roboz.threads.record import (
     AgentMessage,
@@ -55,18 +58,37 @@ from roboz.threads.record import (
 from roboz.threads.task import AgentTask, AgentThreadGoalRecord
 
 
-class SQLiteThreadStore:
+class SQLiteThreadStore(RunStoreMixin):
     """Threads, messages, tasks, goals and compressed variants in one SQLite file."""
 
-    def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, path: str | Path, *, busy_timeout_s: float = 30.0, read_only: bool = False
+    ) -> None:
         if str(path) == ":memory:" or str(path).startswith("file:"):
             raise ValueError("SQLiteThreadStore needs a file path (connections are per thread)")
         self.path = Path(path)
-        self._connections = Connections(self.path, busy_timeout_s)
+        self.read_only = read_only
+        """A read-only store reads threads (e.g. for a user interface) and refuses runs."""
+        if read_only and not self.path.exists():
+            raise ThreadStoreError(f"{self.path}: no such thread store to open read-only")
+        self._connections = Connections(self.path, busy_timeout_s, read_only=read_only)
         self._write = self._connections.write
         self._read = self._connections.read
-        with self._write() as conn:
-            ensure_schema(conn, self.path)
+        try:
+            if read_only:
+                with self._read() as conn:
+                    check_schema_readable(conn, self.path)
+            else:
+                with self._write() as conn:
+                    ensure_schema(conn, self.path)
+        except sqlite3.DatabaseError as error:
+            self._connections.close()
+            raise ThreadStoreError(
+                f"{self.path}: cannot use it as a thread store: {error}"
+            ) from None
+        except SchemaVersionError:
+            self._connections.close()
+            raise
 
     def close(self) -> None:
         """Close every connection this store opened."""
@@ -120,29 +142,46 @@ class SQLiteThreadStore:
         for message in messages:
             ensure_verbatim(message)
         with self._write() as conn:
-            try:
-                conn.execute(
-                    "INSERT INTO threads (thread_id, org_id, created_by, created, origin, meta, "
-                    "status, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        thread_id,
-                        org_id,
-                        created_by,
-                        utc_now().isoformat(),
-                        None if origin is None else ThreadOrigin(origin).value,
-                        json.dumps(meta),
-                        status.value,
-                        title,
-                    ),
-                )
-            except sqlite3.IntegrityError:
-                raise ValueError(f"a thread {thread_id!r} already exists") from None
+            self._insert_thread(conn, thread_id, org_id, created_by, title, meta, origin, status)
             for message in messages:
                 self._insert_message(conn, thread_id, message)
         return self.get_thread(thread_id)
 
+    def _insert_thread(
+        self,
+        conn: sqlite3.Connection,
+        thread_id: str,
+        org_id: str,
+        created_by: str,
+        title: str | None,
+        meta: dict[str, Any],
+        origin: ThreadOrigin | None = ThreadOrigin.API,
+        status: AgentThreadStatus = AgentThreadStatus.NOT_STARTED,
+    ) -> None:
+        try:
+            conn.execute(
+                "INSERT INTO threads (thread_id, org_id, created_by, created, origin, meta, "
+                "status, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    thread_id,
+                    org_id,
+                    created_by,
+                    utc_now().isoformat(),
+                    None if origin is None else ThreadOrigin(origin).value,
+                    json.dumps(meta),
+                    status.value,
+                    title,
+                ),
+            )
+        except sqlite3.IntegrityError:
+            raise ValueError(f"a thread {thread_id!r} already exists") from None
+
     def get_thread(self, thread_id: str, *, with_tasks_and_goals: bool = True) -> AgentThreadRecord:
-        """The whole thread: metadata, every message, and (by default) tasks and goals."""
+        """The whole thread: metadata, every message, and (by default) tasks and goals.
+
+        A run whose process died is marked interrupted first, so no thread reads as
+        "running" forever."""
+        self.recover_interrupted(thread_id)
         with self._read() as conn:
             row = thread_row(conn, thread_id)
             rows = conn.execute(
@@ -460,6 +499,7 @@ class SQLiteThreadStore:
 
     def delta_since(self, thread_id: str, continuation_token: str | None) -> AgentThreadDelta:
         """Everything that changed after ``continuation_token`` (None: the whole thread)."""
+        self.recover_interrupted(thread_id)
         with self._read() as conn:
             return read_delta(conn, thread_id, continuation_token)
 

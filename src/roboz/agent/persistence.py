@@ -1,0 +1,274 @@
+"""Persisted runs: an agent's conversation kept in a thread store, one row per message.
+
+The run mutates its conversation only through ``append``/``extend`` on the list it was given,
+so a list that commits each message as it is appended persists the run with one small
+transaction per message and no rewrite. Each row holds the seed-001 view of the message
+(text, tool-use and tool-result blocks, for user interfaces) and the RoboZ message itself
+(``extras``: content, images, caller, truncation, kind, endpoint, model, token usage, how often
+it was shown), from which a resumed run rebuilds the conversation field by field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, SupportsIndex
+
+from roboz.agent.errors import AgentConfigurationError
+from roboz.models import Message, Role
+from roboz.runtime.events import Event, ToolStarted
+from roboz.threads import (
+    AgentErrorContent,
+    AgentMessage,
+    AgentMessageStatus,
+    AgentRole,
+    AgentTextContent,
+    AgentThreadStatus,
+    AgentToolResultContent,
+    AgentToolUseContent,
+    RunLease,
+    StoredRunMessage,
+    ThreadStore,
+)
+from roboz.threads._runs import NOTICE
+from roboz.threads.record import new_thread_id
+
+if TYPE_CHECKING:
+    from roboz.agent.agent import Agent
+
+THREAD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+"""What a thread id may look like: it appears in file names, URLs and log lines."""
+
+
+def check_thread_id(thread_id: object, store: ThreadStore) -> str:
+    if not isinstance(thread_id, str) or THREAD_ID.fullmatch(thread_id) is None:
+        raise AgentConfigurationError(
+            f"thread_id {thread_id!r} is not a thread id for {store_label(store)}: use 1-128 "
+            "letters, digits, '_', '.', ':' or '-', starting with a letter or digit"
+        )
+    return thread_id
+
+
+def store_label(store: ThreadStore) -> str:
+    path = getattr(store, "path", None)
+    return f"{type(store).__name__}({str(path)!r})" if path is not None else type(store).__name__
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        return text
+
+
+def _action_of(message: Message) -> tuple[str, dict[str, Any] | None] | None:
+    if message.role is not Role.ASSISTANT or message.message_kind != "action":
+        return None
+    data = _json_or_text(message.content)
+    if not isinstance(data, dict) or not isinstance(data.get("action"), str):
+        return None
+    arguments = {k: v for k, v in data.items() if k != "action"}
+    return data["action"], arguments
+
+
+def thread_message(
+    message: Message, seq: int, previous: tuple[int, Message] | None, runtime_ms: int
+) -> AgentMessage:
+    """The seed-001 view of one RoboZ message at ``seq`` (``previous`` pairs tool results
+    with the action that asked for them)."""
+    blocks: list[Any]
+    role = AgentRole.ROBOTO
+    if message.role is Role.USER:
+        role, blocks = AgentRole.USER, [AgentTextContent(text=message.content)]
+    elif message.role is Role.ASSISTANT:
+        role, blocks = AgentRole.ASSISTANT, [AgentTextContent(text=message.content)]
+        action = _action_of(message)
+        if action is not None:
+            blocks.append(
+                AgentToolUseContent(tool_use_id=f"tu_{seq}", tool_name=action[0], input=action[1])
+            )
+    elif message.role is Role.TOOL and message.message_kind == "tool_result":
+        caller = message.caller or "tool"
+        asked = None
+        if previous is not None:
+            action = _action_of(previous[1])
+            if action is not None and action[0] == caller:
+                asked = f"tu_{previous[0]}"
+        blocks = []
+        if asked is None:  # a default or chained tool: the scheduler ran it, so mint its call
+            asked = f"tu_{seq}"
+            blocks.append(AgentToolUseContent(tool_use_id=asked, tool_name=caller))
+        blocks.append(
+            AgentToolResultContent(
+                tool_use_id=asked,
+                tool_name=caller,
+                runtime_ms=runtime_ms,
+                status="success",
+                payload=_json_or_text(message.content),
+            )
+        )
+    else:
+        blocks = [AgentTextContent(text=message.content)]
+    return AgentMessage(role=role, content=blocks, status=AgentMessageStatus.COMPLETED)
+
+
+def message_from_row(row: StoredRunMessage) -> Message | None:
+    """The RoboZ message of a stored row; None for the store's own notices."""
+    if row.extras == NOTICE:
+        return None
+    if row.extras is not None:
+        return Message.model_validate_json(row.extras)
+    # Written through the thread API (e.g. a user's message from a client): read its text.
+    text = "".join(b.text for b in row.message.content if isinstance(b, AgentTextContent))
+    role = {AgentRole.USER: Role.USER, AgentRole.ASSISTANT: Role.ASSISTANT}.get(
+        row.message.role, Role.TOOL
+    )
+    return Message(role=role, content=text)
+
+
+def _unsettled(message: Message) -> bool:
+    truncation = message.truncation
+    return truncation is not None and not truncation.applies(message.times_shown)
+
+
+class PersistedConversation(list[Message]):
+    """The conversation of a persisted run: each appended message is committed at once.
+
+    Messages whose truncation is not settled yet are watched, so how often they were shown
+    reaches the store with the next append (a resumed run truncates them the same way).
+    """
+
+    def __init__(
+        self,
+        store: ThreadStore,
+        lease: RunLease,
+        messages: Iterable[Message],
+        seqs: list[int],
+        next_seq: int,
+    ) -> None:
+        super().__init__(messages)
+        self.store = store
+        self.lease = lease
+        self.thread_id = lease.thread_id
+        self._seqs = seqs  # thread sequence number of each message
+        self._next_seq = next_seq
+        self._watched: dict[int, tuple[Message, int]] = {
+            seq: (m, m.times_shown) for m, seq in zip(self, seqs, strict=True) if _unsettled(m)
+        }
+        self._tool_started: float | None = None
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, ToolStarted):
+            self._tool_started = time.perf_counter()
+
+    def _runtime_ms(self) -> int:
+        if self._tool_started is None:
+            return 0
+        return round((time.perf_counter() - self._tool_started) * 1000)
+
+    def _changed_extras(self) -> list[tuple[int, str]]:
+        changed = []
+        for seq, (message, shown) in list(self._watched.items()):
+            if message.times_shown != shown:
+                changed.append((seq, message.model_dump_json()))
+                if _unsettled(message):
+                    self._watched[seq] = (message, message.times_shown)
+                else:
+                    del self._watched[seq]
+        return changed
+
+    def append(self, message: Message) -> None:
+        seq = self._next_seq
+        previous = (self._seqs[-1], self[-1]) if self else None
+        view = thread_message(message, seq, previous, self._runtime_ms())
+        written = self.store.append_run_message(
+            self.lease, view, message.model_dump_json(), self._changed_extras()
+        )
+        super().append(message)
+        self._seqs.append(written)
+        self._next_seq = written + 1
+        if _unsettled(message):
+            self._watched[written] = (message, message.times_shown)
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        for message in messages:
+            self.append(message)
+
+    def __iadd__(self, messages: Iterable[Message]) -> PersistedConversation:  # type: ignore[override,misc]
+        self.extend(messages)
+        return self
+
+    def _refuse(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError(
+            "a persisted conversation only grows by append/extend; every message is already "
+            "committed to the thread store"
+        )
+
+    insert = remove = clear = sort = reverse = __setitem__ = __delitem__ = _refuse
+
+    def pop(self, index: SupportsIndex = -1) -> Message:
+        return self._refuse()  # type: ignore[no-any-return,unused-ignore]
+
+
+@contextmanager
+def persisted_conversation(
+    agent: Agent, messages: list[Message] | None, thread_id: str | None
+) -> Iterator[PersistedConversation]:
+    """Open (or create) ``thread_id`` in the agent's store for one run.
+
+    A new thread starts from ``messages`` (else the agent's initial messages); an existing
+    one from its stored conversation, with ``messages`` appended as new messages. The lease
+    is released when the run ends, whatever the outcome.
+    """
+    store = agent.store
+    if store is None:
+        raise AgentConfigurationError(f"agent {agent.name!r} has no store for thread_id")
+    if store.read_only:
+        raise AgentConfigurationError(
+            f"agent {agent.name!r}: {store_label(store)} is opened read-only; a run needs to "
+            "write its thread"
+        )
+    thread_id = new_thread_id() if thread_id is None else check_thread_id(thread_id, store)
+    start = list(messages if messages is not None else agent.initial_messages)
+    initial: list[tuple[AgentMessage, str]] = []
+    previous: tuple[int, Message] | None = None
+    for seq, message in enumerate(start):
+        initial.append((thread_message(message, seq, previous, 0), message.model_dump_json()))
+        previous = (seq, message)
+    lease, rows, created = store.open_run(
+        thread_id,
+        org_id="local",
+        created_by=agent.name,
+        created_from_agent_id=agent.name,
+        initial=initial,
+    )
+    loaded: list[Message] = []
+    seqs: list[int] = []
+    for row in rows:
+        restored = message_from_row(row)
+        if restored is not None:
+            loaded.append(restored)
+            seqs.append(row.seq)
+    next_seq = rows[-1].seq + 1 if rows else 0
+    conversation = PersistedConversation(store, lease, loaded, seqs, next_seq)
+    agent.thread_id = thread_id
+    unsubscribe = agent.event_pipe.subscribe(conversation.on_event)
+    try:
+        if not created:
+            conversation.extend(start if messages is not None else [])
+        yield conversation
+    except BaseException as error:
+        notice = AgentMessage(
+            role=AgentRole.ROBOTO,
+            content=[AgentErrorContent(error_message=f"{type(error).__name__}: {error}")],
+            status=AgentMessageStatus.FAILED,
+        )
+        store.close_run(lease, AgentThreadStatus.USER_TURN, notice)
+        raise
+    else:
+        store.close_run(lease, AgentThreadStatus.USER_TURN)
+    finally:
+        unsubscribe()

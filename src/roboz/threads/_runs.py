@@ -1,0 +1,291 @@
+"""Agent runs persisted in the thread store: the run lease and one row per message.
+
+A persisted run writes each finalized message of the agent's conversation as one message row:
+the seed-001 blocks (what user interfaces read through ``get_thread`` and ``delta_since``) and,
+in ``extras``, the RoboZ message it was written from, losslessly. Both live in the same row, so
+the agent's conversation and the thread view cannot drift apart.
+
+One run at a time may write a thread. The lease is a column of the thread row, taken and
+checked inside the same transactions that write messages, so the database enforces it. Its
+owner names a process (host, pid, start time); a lease whose process is gone belongs to a run
+that was killed, and whoever opens the thread next marks that run interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from roboz.threads.content import AgentErrorContent
+from roboz.threads.errors import ThreadBusyError, ThreadNotFoundError
+from roboz.threads.record import (
+    AgentMessage,
+    AgentMessageStatus,
+    AgentRole,
+    AgentThreadStatus,
+    ThreadOrigin,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
+    from pathlib import Path
+
+NOTICE = '{"notice": true}'
+"""``extras`` of a row the store wrote about a run (e.g. "interrupted"): shown to user
+interfaces, never part of the agent's conversation."""
+
+INTERRUPTED = "interrupted"
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (tells a live process from a reused pid)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+_HOST = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class RunLease:
+    """Proof that this process runs ``thread_id``: every write names ``owner``."""
+
+    thread_id: str
+    owner: str
+
+
+@dataclass(frozen=True)
+class StoredRunMessage:
+    """One row of a persisted run: the seed-001 message and the RoboZ ``extras`` (None when
+    the row was written through the thread API, e.g. a user message from a client)."""
+
+    seq: int
+    message: AgentMessage
+    extras: str | None
+
+
+def owner_is_alive(owner: str, pid: int | None, start: str | None) -> bool:
+    host = owner.split("|", 1)[0]
+    if host != _HOST or pid is None:
+        return True  # another host's process cannot be checked from here: assume it runs
+    if _start_time(pid) != start:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunStoreMixin:
+    """The persisted-run half of :class:`~roboz.threads.store.SQLiteThreadStore`."""
+
+    if TYPE_CHECKING:
+        path: Path
+        read_only: bool
+        _read: Callable[[], AbstractContextManager[sqlite3.Connection]]
+        _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
+
+        def _insert_message(
+            self,
+            conn: sqlite3.Connection,
+            thread_id: str,
+            message: AgentMessage,
+            content: str | None = None,
+            *,
+            allow_read_only: bool = True,
+            extras: str | None = None,
+        ) -> int: ...
+
+        def _insert_thread(
+            self,
+            conn: sqlite3.Connection,
+            thread_id: str,
+            org_id: str,
+            created_by: str,
+            title: str | None,
+            meta: dict[str, Any],
+        ) -> None: ...
+
+    def _recover(self, conn: sqlite3.Connection, thread_id: str) -> bool:
+        """Inside a write: if a dead process holds the lease, mark its run interrupted and
+        free the thread. True when the thread is free now."""
+        row = conn.execute(
+            "SELECT lease_owner, lease_pid, lease_start FROM threads WHERE thread_id = ?",
+            (thread_id,),
+        ).fetchone()
+        if row is None:
+            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self.path}")
+        owner, pid, start = row
+        if owner is None:
+            return True
+        if owner_is_alive(owner, pid, start):
+            return False
+        notice = AgentMessage(
+            role=AgentRole.ROBOTO,
+            content=[
+                AgentErrorContent(
+                    error_message=f"the run was interrupted: its process {pid} ended before "
+                    "the run finished; continue it with invoke(thread_id=...)",
+                    error_code=INTERRUPTED,
+                )
+            ],
+            status=AgentMessageStatus.FAILED,
+        )
+        self._insert_message(conn, thread_id, notice, extras=NOTICE)
+        self._release(conn, thread_id, AgentThreadStatus.USER_TURN)
+        return True
+
+    def recover_interrupted(self, thread_id: str) -> None:
+        """Mark the run of ``thread_id`` interrupted if its process died (no-op otherwise)."""
+        if self.read_only:
+            return
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT lease_owner, lease_pid, lease_start FROM threads WHERE thread_id = ?",
+                (thread_id,),
+            ).fetchone()
+        if row is None or row[0] is None or owner_is_alive(*row):
+            return
+        with self._write() as conn:
+            self._recover(conn, thread_id)
+
+    def _release(
+        self,
+        conn: sqlite3.Connection,
+        thread_id: str,
+        status: AgentThreadStatus,
+    ) -> None:
+        conn.execute(
+            "UPDATE threads SET lease_owner = NULL, lease_pid = NULL, lease_start = NULL, "
+            "status = ?, revision = revision + 1, status_revision = revision + 1 "
+            "WHERE thread_id = ?",
+            (AgentThreadStatus(status).value, thread_id),
+        )
+
+    def open_run(
+        self,
+        thread_id: str,
+        *,
+        org_id: str,
+        created_by: str,
+        created_from_agent_id: str | None,
+        initial: Sequence[tuple[AgentMessage, str]] = (),
+    ) -> tuple[RunLease, list[StoredRunMessage], bool]:
+        """Take the run lease of ``thread_id``, creating the thread (with ``initial`` rows)
+        if it does not exist. Returns the lease, the stored rows and whether it was created.
+
+        A live run holding the thread raises ThreadBusyError; a dead one is marked
+        interrupted first.
+        """
+        owner = f"{_HOST}|{os.getpid()}|{uuid.uuid4().hex}"
+        pid, start = os.getpid(), _start_time(os.getpid())
+        with self._write() as conn:
+            exists = conn.execute(
+                "SELECT origin FROM threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+            created = exists is None
+            if created:
+                meta = {"created_from_agent_id": created_from_agent_id, "visibility": "private"}
+                self._insert_thread(conn, thread_id, org_id, created_by, None, meta)
+                for message, extras in initial:
+                    self._insert_message(conn, thread_id, message, extras=extras)
+            else:
+                if exists[0] not in (None, ThreadOrigin.API.value):
+                    from roboz.threads.errors import ThreadReadOnlyError
+
+                    raise ThreadReadOnlyError(
+                        f"thread {thread_id!r} in {self.path} is owned by {exists[0]!r} and "
+                        "refuses new messages"
+                    )
+                if not self._recover(conn, thread_id):
+                    (holder,) = conn.execute(
+                        "SELECT lease_owner FROM threads WHERE thread_id = ?", (thread_id,)
+                    ).fetchone()
+                    host, holder_pid, _ = holder.split("|", 2)
+                    raise ThreadBusyError(
+                        f"thread {thread_id!r} in {self.path} is being run by another process "
+                        f"(pid {holder_pid} on {host}); wait for it to finish"
+                    )
+            conn.execute(
+                "UPDATE threads SET lease_owner = ?, lease_pid = ?, lease_start = ?, "
+                "status = ?, revision = revision + 1, status_revision = revision + 1 "
+                "WHERE thread_id = ?",
+                (owner, pid, start, AgentThreadStatus.ROBOTO_TURN.value, thread_id),
+            )
+            rows = conn.execute(
+                "SELECT seq, role, status, created, content, extras FROM messages "
+                "WHERE thread_id = ? ORDER BY seq",
+                (thread_id,),
+            ).fetchall()
+        from roboz.threads._rows import message_from_row
+
+        stored = [StoredRunMessage(r[0], message_from_row(thread_id, r[:5]), r[5]) for r in rows]
+        return RunLease(thread_id, owner), stored, created
+
+    def _check_lease(self, conn: sqlite3.Connection, lease: RunLease) -> None:
+        row = conn.execute(
+            "SELECT lease_owner FROM threads WHERE thread_id = ?", (lease.thread_id,)
+        ).fetchone()
+        if row is None or row[0] != lease.owner:
+            raise ThreadBusyError(
+                f"this run no longer holds thread {lease.thread_id!r} (another run took it over "
+                "after this one was presumed dead); nothing was written"
+            )
+
+    def append_run_message(
+        self,
+        lease: RunLease,
+        message: AgentMessage,
+        extras: str,
+        updated_extras: Sequence[tuple[int, str]] = (),
+    ) -> int:
+        """Commit one finalized message of the run (and refreshed extras of earlier ones,
+        e.g. how often a truncated message was shown) in one transaction."""
+        with self._write() as conn:
+            self._check_lease(conn, lease)
+            for seq, text in updated_extras:
+                conn.execute(
+                    "UPDATE messages SET extras = ? WHERE thread_id = ? AND seq = ?",
+                    (text, lease.thread_id, seq),
+                )
+            return self._insert_message(conn, lease.thread_id, message, extras=extras)
+
+    def close_run(
+        self,
+        lease: RunLease,
+        status: AgentThreadStatus = AgentThreadStatus.USER_TURN,
+        notice: AgentMessage | None = None,
+    ) -> None:
+        """Release the lease (when still held), optionally writing a notice row first."""
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT lease_owner FROM threads WHERE thread_id = ?", (lease.thread_id,)
+            ).fetchone()
+            if row is None or row[0] != lease.owner:
+                return
+            if notice is not None:
+                self._insert_message(conn, lease.thread_id, notice, extras=NOTICE)
+            self._release(conn, lease.thread_id, status)
+
+    def run_state(self, thread_id: str) -> dict[str, Any]:
+        """Who holds the thread's run lease now (``owner`` None when nobody)."""
+        self.recover_interrupted(thread_id)
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT lease_owner, lease_pid FROM threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+        if row is None:
+            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self.path}")
+        return {"owner": row[0], "pid": row[1]}
