@@ -215,8 +215,8 @@ class RunStoreMixin:
                     ).fetchone()
                     host, holder_pid, _ = holder.split("|", 2)
                     raise ThreadBusyError(
-                        f"thread {thread_id!r} in {self.path} is being run by another process "
-                        f"(pid {holder_pid} on {host}); wait for it to finish"
+                        f"thread {thread_id!r} in {self.path} is already being run (by pid "
+                        f"{holder_pid} on {host}); wait for that run to finish"
                     )
             conn.execute(
                 "UPDATE threads SET lease_owner = ?, lease_pid = ?, lease_start = ?, "
