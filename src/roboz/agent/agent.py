@@ -104,6 +104,11 @@ class Agent:
 
     def _validate(self) -> None:
         label = f"agent {self.name!r}"
+        if self.store is not None and self.store.read_only:
+            path = getattr(self.store, "path", "")
+            raise AgentConfigurationError(
+                f"{label}: the thread store {path} is opened read-only; a run must write its thread"
+            )
         if self.llm_driven and self.agent_endpoint is None:
             raise AgentConfigurationError(
                 f"{label}: mode {self.mode.value} asks an LLM, so it needs agent_endpoint"

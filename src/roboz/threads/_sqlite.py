@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from roboz.threads.errors import ThreadNotFoundError
+from roboz.threads.errors import ThreadNotFoundError, ThreadStoreError
 
 
 class Connections:
@@ -48,23 +48,38 @@ class Connections:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        conn = self.get()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        with self._naming_the_file():
+            conn = self.get()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        conn = self.get()
-        conn.execute("BEGIN")
+        with self._naming_the_file():
+            conn = self.get()
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
+    @contextmanager
+    def _naming_the_file(self) -> Iterator[None]:
+        # sqlite3 says "file is not a database" or "attempt to write a readonly database"
+        # without saying which file; constraint violations are the callers' to interpret.
         try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
+            yield
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.DatabaseError as error:
+            raise ThreadStoreError(f"{self.path}: {error}") from error
 
     def close(self) -> None:
         with self._lock:
