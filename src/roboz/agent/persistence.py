@@ -27,9 +27,8 @@ from roboz.threads import (
     AgentRole,
     AgentTextContent,
     AgentThreadStatus,
-    AgentToolResultContent,
-    AgentToolUseContent,
     RunLease,
+    RunRow,
     StoredRunMessage,
     ThreadStore,
 )
@@ -74,22 +73,29 @@ def _action_of(message: Message) -> tuple[str, dict[str, Any] | None] | None:
     return data["action"], arguments
 
 
-def thread_message(
+def _pair(content_type: str, payload: dict[str, Any]) -> list[str]:
+    return [content_type, json.dumps({"content_type": content_type, **payload}, ensure_ascii=False)]
+
+
+def thread_row(
     message: Message, seq: int, previous: tuple[int, Message] | None, runtime_ms: int
-) -> AgentMessage:
-    """The seed-001 view of one RoboZ message at ``seq`` (``previous`` pairs tool results
-    with the action that asked for them)."""
-    blocks: list[Any]
+) -> RunRow:
+    """The seed-001 view of one RoboZ message at ``seq``, encoded for its row (``previous``
+    pairs tool results with the action that asked for them).
+
+    Encoded straight to the stored block format (what ``encode_blocks`` writes) rather than
+    through the block models: it runs once per message on the hot path of a persisted run.
+    """
+    pairs: list[list[str]]
     role = AgentRole.ROBOTO
     if message.role is Role.USER:
-        role, blocks = AgentRole.USER, [AgentTextContent(text=message.content)]
+        role, pairs = AgentRole.USER, [["text", message.content]]
     elif message.role is Role.ASSISTANT:
-        role, blocks = AgentRole.ASSISTANT, [AgentTextContent(text=message.content)]
+        role, pairs = AgentRole.ASSISTANT, [["text", message.content]]
         action = _action_of(message)
         if action is not None:
-            blocks.append(
-                AgentToolUseContent(tool_use_id=f"tu_{seq}", tool_name=action[0], input=action[1])
-            )
+            use = {"tool_use_id": f"tu_{seq}", "tool_name": action[0], "input": action[1]}
+            pairs.append(_pair("tool_use", use))
     elif message.role is Role.TOOL and message.message_kind == "tool_result":
         caller = message.caller or "tool"
         asked = None
@@ -97,22 +103,21 @@ def thread_message(
             action = _action_of(previous[1])
             if action is not None and action[0] == caller:
                 asked = f"tu_{previous[0]}"
-        blocks = []
+        pairs = []
         if asked is None:  # a default or chained tool: the scheduler ran it, so mint its call
             asked = f"tu_{seq}"
-            blocks.append(AgentToolUseContent(tool_use_id=asked, tool_name=caller))
-        blocks.append(
-            AgentToolResultContent(
-                tool_use_id=asked,
-                tool_name=caller,
-                runtime_ms=runtime_ms,
-                status="success",
-                payload=_json_or_text(message.content),
-            )
-        )
+            pairs.append(_pair("tool_use", {"tool_use_id": asked, "tool_name": caller}))
+        result = {
+            "tool_use_id": asked,
+            "tool_name": caller,
+            "runtime_ms": runtime_ms,
+            "status": "success",
+            "payload": _json_or_text(message.content),
+        }
+        pairs.append(_pair("tool_result", result))
     else:
-        blocks = [AgentTextContent(text=message.content)]
-    return AgentMessage(role=role, content=blocks, status=AgentMessageStatus.COMPLETED)
+        pairs = [["text", message.content]]
+    return RunRow(role, json.dumps(pairs, ensure_ascii=False), message.model_dump_json())
 
 
 def message_from_row(row: StoredRunMessage) -> Message | None:
@@ -183,10 +188,8 @@ class PersistedConversation(list[Message]):
     def append(self, message: Message) -> None:
         seq = self._next_seq
         previous = (self._seqs[-1], self[-1]) if self else None
-        view = thread_message(message, seq, previous, self._runtime_ms())
-        written = self.store.append_run_message(
-            self.lease, view, message.model_dump_json(), self._changed_extras()
-        )
+        row = thread_row(message, seq, previous, self._runtime_ms())
+        written = self.store.append_run_message(self.lease, row, self._changed_extras())
         super().append(message)
         self._seqs.append(written)
         self._next_seq = written + 1
@@ -233,10 +236,10 @@ def persisted_conversation(
         )
     thread_id = new_thread_id() if thread_id is None else check_thread_id(thread_id, store)
     start = list(messages if messages is not None else agent.initial_messages)
-    initial: list[tuple[AgentMessage, str]] = []
+    initial: list[RunRow] = []
     previous: tuple[int, Message] | None = None
     for seq, message in enumerate(start):
-        initial.append((thread_message(message, seq, previous, 0), message.model_dump_json()))
+        initial.append(thread_row(message, seq, previous, 0))
         previous = (seq, message)
     lease, rows, created = store.open_run(
         thread_id,

@@ -4,7 +4,7 @@ The typed thread model (content blocks, messages, thread records, deltas, UI eve
 compression tiers, a SQLite store, and a bridge that records RoboZ agent runs into threads.
 """
 
-from roboz.threads._runs import RunLease, StoredRunMessage
+from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
 from roboz.threads.backend import ThreadStore
 from roboz.threads.bridge import ThreadRecorder
 from roboz.threads.compression import (
@@ -126,6 +126,7 @@ __all__ = [
     "ModelProfileResponse",
     "RobotoThreadReadOnlyException",
     "RunLease",
+    "RunRow",
     "SQLiteThreadStore",
     "SchemaVersionError",
     "StoredRunMessage",

@@ -29,6 +29,7 @@ from roboz.threads.record import (
     AgentRole,
     AgentThreadStatus,
     ThreadOrigin,
+    utc_now,
 )
 
 if TYPE_CHECKING:
@@ -64,13 +65,31 @@ class RunLease:
 
 
 @dataclass(frozen=True)
-class StoredRunMessage:
-    """One row of a persisted run: the seed-001 message and the RoboZ ``extras`` (None when
-    the row was written through the thread API, e.g. a user message from a client)."""
+class RunRow:
+    """A message of a run as written: its role, its blocks already encoded (the format of
+    ``encode_blocks``) and the RoboZ message as JSON."""
 
+    role: AgentRole
+    content: str
+    extras: str
+
+
+@dataclass(frozen=True)
+class StoredRunMessage:
+    """One row of a persisted run: the RoboZ ``extras`` (None when the row was written through
+    the thread API, e.g. a user message from a client) and the seed-001 message, decoded only
+    when asked for (a resumed run needs ``extras`` alone)."""
+
+    thread_id: str
     seq: int
-    message: AgentMessage
+    row: tuple[Any, ...]
     extras: str | None
+
+    @property
+    def message(self) -> AgentMessage:
+        from roboz.threads._rows import message_from_row
+
+        return message_from_row(self.thread_id, self.row)
 
 
 def owner_is_alive(owner: str, pid: int | None, start: str | None) -> bool:
@@ -107,6 +126,10 @@ class RunStoreMixin:
             allow_read_only: bool = True,
             extras: str | None = None,
         ) -> int: ...
+
+        def _allocate(
+            self, conn: sqlite3.Connection, thread_id: str, lease_owner: str | None
+        ) -> tuple[int, int]: ...
 
         def _insert_thread(
             self,
@@ -181,7 +204,7 @@ class RunStoreMixin:
         org_id: str,
         created_by: str,
         created_from_agent_id: str | None,
-        initial: Sequence[tuple[AgentMessage, str]] = (),
+        initial: Sequence[RunRow] = (),
     ) -> tuple[RunLease, list[StoredRunMessage], bool]:
         """Take the run lease of ``thread_id``, creating the thread (with ``initial`` rows)
         if it does not exist. Returns the lease, the stored rows and whether it was created.
@@ -199,8 +222,8 @@ class RunStoreMixin:
             if created:
                 meta = {"created_from_agent_id": created_from_agent_id, "visibility": "private"}
                 self._insert_thread(conn, thread_id, org_id, created_by, None, meta)
-                for message, extras in initial:
-                    self._insert_message(conn, thread_id, message, extras=extras)
+                for row in initial:
+                    self._insert_row(conn, thread_id, row, None)
             else:
                 if exists[0] not in (None, ThreadOrigin.API.value):
                     from roboz.threads.errors import ThreadReadOnlyError
@@ -229,38 +252,44 @@ class RunStoreMixin:
                 "WHERE thread_id = ? ORDER BY seq",
                 (thread_id,),
             ).fetchall()
-        from roboz.threads._rows import message_from_row
-
-        stored = [StoredRunMessage(r[0], message_from_row(thread_id, r[:5]), r[5]) for r in rows]
+        stored = [StoredRunMessage(thread_id, r[0], r[:5], r[5]) for r in rows]
         return RunLease(thread_id, owner), stored, created
 
-    def _check_lease(self, conn: sqlite3.Connection, lease: RunLease) -> None:
-        row = conn.execute(
-            "SELECT lease_owner FROM threads WHERE thread_id = ?", (lease.thread_id,)
-        ).fetchone()
-        if row is None or row[0] != lease.owner:
-            raise ThreadBusyError(
-                f"this run no longer holds thread {lease.thread_id!r} (another run took it over "
-                "after this one was presumed dead); nothing was written"
-            )
+    def _insert_row(
+        self, conn: sqlite3.Connection, thread_id: str, row: RunRow, lease_owner: str | None
+    ) -> int:
+        seq, revision = self._allocate(conn, thread_id, lease_owner)
+        conn.execute(
+            "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
+            "base_revision, extras) VALUES (?, ?, ?, 'completed', ?, ?, ?, ?, ?)",
+            (
+                thread_id,
+                seq,
+                row.role.value,
+                utc_now().isoformat(),
+                row.content,
+                revision,
+                revision,
+                row.extras,
+            ),
+        )
+        return seq
 
     def append_run_message(
         self,
         lease: RunLease,
-        message: AgentMessage,
-        extras: str,
+        row: RunRow,
         updated_extras: Sequence[tuple[int, str]] = (),
     ) -> int:
         """Commit one finalized message of the run (and refreshed extras of earlier ones,
         e.g. how often a truncated message was shown) in one transaction."""
         with self._write() as conn:
-            self._check_lease(conn, lease)
             for seq, text in updated_extras:
                 conn.execute(
                     "UPDATE messages SET extras = ? WHERE thread_id = ? AND seq = ?",
                     (text, lease.thread_id, seq),
                 )
-            return self._insert_message(conn, lease.thread_id, message, extras=extras)
+            return self._insert_row(conn, lease.thread_id, row, lease.owner)
 
     def close_run(
         self,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from roboz.threads._runs import RunLease, StoredRunMessage
+from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
 from roboz.threads.compression import CompressionTier
 from roboz.threads.content import AgentContent
 from roboz.threads.record import (
@@ -89,14 +89,13 @@ class ThreadStore(Protocol):
         org_id: str,
         created_by: str,
         created_from_agent_id: str | None,
-        initial: Sequence[tuple[AgentMessage, str]] = (),
+        initial: Sequence[RunRow] = (),
     ) -> tuple[RunLease, list[StoredRunMessage], bool]: ...
 
     def append_run_message(
         self,
         lease: RunLease,
-        message: AgentMessage,
-        extras: str,
+        row: RunRow,
         updated_extras: Sequence[tuple[int, str]] = (),
     ) -> int: ...
 

@@ -39,6 +39,7 @@ from roboz.threads.errors import (
     MessageGeneratingError,
     MessageNotFoundError,
     SchemaVersionError,
+    ThreadBusyError,
     ThreadNotFoundError,
     ThreadReadOnlyError,
     ThreadStoreError,
@@ -290,16 +291,7 @@ class SQLiteThreadStore(RunStoreMixin):
         allow_read_only: bool = True,
         extras: str | None = None,
     ) -> int:
-        # One statement moves the revision, allocates the sequence number and reads the
-        # origin; a refusal raises inside the caller's transaction, which rolls it back.
-        row = conn.execute(
-            "UPDATE threads SET revision = revision + 1, message_count = message_count + 1 "
-            "WHERE thread_id = ? RETURNING revision, message_count - 1, origin",
-            (thread_id,),
-        ).fetchone()
-        if row is None:
-            raise ThreadNotFoundError(f"no thread {thread_id!r}")
-        revision, seq, origin = row
+        seq, revision, origin = self._allocate_seq(conn, thread_id, None)
         if origin not in (None, ThreadOrigin.API.value) and not allow_read_only:
             raise ThreadReadOnlyError(
                 f"thread {thread_id!r} is owned by {origin!r} and refuses new messages"
@@ -320,6 +312,34 @@ class SQLiteThreadStore(RunStoreMixin):
             ),
         )
         return int(seq)
+
+    def _allocate_seq(
+        self, conn: sqlite3.Connection, thread_id: str, lease_owner: str | None
+    ) -> tuple[int, int, str | None]:
+        """Next sequence number, new revision and origin of ``thread_id``, in one statement.
+
+        With ``lease_owner`` (a persisted run's write) the run must still hold the thread. A
+        refusal raises inside the caller's transaction, which rolls it back.
+        """
+        row = conn.execute(
+            "UPDATE threads SET revision = revision + 1, message_count = message_count + 1 "
+            "WHERE thread_id = ? RETURNING message_count - 1, revision, origin, lease_owner",
+            (thread_id,),
+        ).fetchone()
+        if row is None:
+            raise ThreadNotFoundError(f"no thread {thread_id!r}")
+        if lease_owner is not None and row[3] != lease_owner:
+            raise ThreadBusyError(
+                f"this run no longer holds thread {thread_id!r} in {self.path} (another run "
+                "took it over after this one was presumed dead); nothing was written"
+            )
+        return int(row[0]), int(row[1]), row[2]
+
+    def _allocate(
+        self, conn: sqlite3.Connection, thread_id: str, lease_owner: str | None
+    ) -> tuple[int, int]:
+        seq, revision, _ = self._allocate_seq(conn, thread_id, lease_owner)
+        return seq, revision
 
     def append_message(
         self, thread_id: str, message: AgentMessage, *, allow_read_only: bool = False
