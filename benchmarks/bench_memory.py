@@ -129,10 +129,32 @@ def resume_to_first_llm_call(directory: Path, size: int, repeats: int) -> None:
     )
 
 
+def compaction_check_cost(sizes: tuple[int, ...], calls: int) -> None:
+    from roboz.shed.tools.compaction import Compactor
+
+    figures = []
+    for size in sizes:
+        compactor = Compactor(endpoint=MockLLMEndpoint([]), max_context_tokens=10**9)
+        check = compactor.tool()
+        messages = [Message(role=Role.USER, content="x" * 40) for _ in range(size)]
+        check.run(Empty(), messages)  # a run's first check counts what is already there
+        started = time.perf_counter()
+        for _ in range(calls):
+            messages.append(Message(role=Role.TOOL, content="y" * 40))
+            check.run(Empty(), messages)
+        figures.append((size, (time.perf_counter() - started) / calls * 1e6))
+    small, large = figures[0], figures[-1]
+    print(
+        f"compaction check before an LLM call: {small[1]:.1f} µs at {small[0]:,} messages, "
+        f"{large[1]:.1f} µs at {large[0]:,} (ratio {large[1] / small[1]:.2f}x; O(1) means ~1x)"
+    )
+
+
 def main(quick: bool = False) -> int:
     with tempfile.TemporaryDirectory() as directory:
         persisted_vs_memory(Path(directory), STEPS, 2 if quick else 5)
         resume_to_first_llm_call(Path(directory), LONG_THREAD, 2 if quick else 5)
+    compaction_check_cost((100, 10_000), 200 if quick else 2000)
     return 0
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
+from roboz.agent.current import use_agent
 from roboz.agent.errors import AgentConfigurationError, AgentRunError
 from roboz.agent.graph import ToolGraph
 from roboz.agent.mode import AgentMode
@@ -14,8 +16,10 @@ from roboz.llm import EndpointLike
 from roboz.models import Message, Role, Stop
 from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, EventPipe, Sink, use_pipe
 from roboz.runtime.io import UserIO, current_user_io, use_user_io
-from roboz.threads import ThreadStore
 from roboz.tools import Skill, Tool
+
+if TYPE_CHECKING:
+    from roboz.threads import ThreadStore
 
 ToolEntry = Tool | Sequence[Tool]
 
@@ -178,7 +182,7 @@ class Agent:
         user_io = self.user_io
         if self.mode is AgentMode.AUTONOMOUS:
             user_io = NoInputUserIO(user_io or current_user_io())
-        with use_pipe(self.event_pipe), use_user_io(user_io):
+        with use_pipe(self.event_pipe), use_user_io(user_io), use_agent(self):
             self.event_pipe.emit(AgentStarted(agent=self.name, mode=self.mode.value))
             run = AgentRun(self, conversation, cancel)
             try:
