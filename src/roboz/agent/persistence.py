@@ -63,7 +63,7 @@ def _json_or_text(text: str) -> Any:
         return text
 
 
-def _action_of(message: Message) -> tuple[str, dict[str, Any] | None] | None:
+def action_of(message: Message) -> tuple[str, dict[str, Any] | None] | None:
     if message.role is not Role.ASSISTANT or message.message_kind != "action":
         return None
     data = _json_or_text(message.content)
@@ -92,7 +92,7 @@ def thread_row(
         role, pairs = AgentRole.USER, [["text", message.content]]
     elif message.role is Role.ASSISTANT:
         role, pairs = AgentRole.ASSISTANT, [["text", message.content]]
-        action = _action_of(message)
+        action = action_of(message)
         if action is not None:
             use = {"tool_use_id": f"tu_{seq}", "tool_name": action[0], "input": action[1]}
             pairs.append(_pair("tool_use", use))
@@ -100,7 +100,7 @@ def thread_row(
         caller = message.caller or "tool"
         asked = None
         if previous is not None:
-            action = _action_of(previous[1])
+            action = action_of(previous[1])
             if action is not None and action[0] == caller:
                 asked = f"tu_{previous[0]}"
         pairs = []
@@ -164,6 +164,11 @@ class PersistedConversation(list[Message]):
             seq: (m, m.times_shown) for m, seq in zip(self, seqs, strict=True) if _unsettled(m)
         }
         self._tool_started: float | None = None
+
+    @property
+    def last_seq(self) -> int | None:
+        """Thread sequence number of the last message, None while empty."""
+        return self._seqs[-1] if self._seqs else None
 
     def on_event(self, event: Event) -> None:
         if isinstance(event, ToolStarted):

@@ -24,6 +24,8 @@ META_FIELDS = (
     "created_from_trigger_id",
     "forked_from_thread_id",
     "forked_from_message_sequence_num",
+    "parent_thread_id",
+    "parent_tool_use_id",
 )
 """Thread metadata kept in one JSON column; what queries filter or deltas track has its own."""
 

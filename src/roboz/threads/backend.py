@@ -16,12 +16,32 @@ from roboz.threads.record import (
     AgentThreadDelta,
     AgentThreadRecord,
     AgentThreadStatus,
+    ThreadOrigin,
+    ThreadVisibility,
 )
 from roboz.threads.task import AgentTask, AgentThreadGoalRecord
 
 
 class ThreadStore(Protocol):
     """Persisted threads with per-thread revisions, deltas and compressed variants."""
+
+    def create_thread(
+        self,
+        *,
+        org_id: str,
+        created_by: str,
+        thread_id: str | None = None,
+        title: str | None = None,
+        visibility: ThreadVisibility = ThreadVisibility.PRIVATE,
+        origin: ThreadOrigin | None = ThreadOrigin.API,
+        created_by_principal: str | None = None,
+        model_profile: str | None = None,
+        created_from_agent_id: str | None = None,
+        created_from_trigger_id: str | None = None,
+        parent_thread_id: str | None = None,
+        parent_tool_use_id: str | None = None,
+        messages: Sequence[AgentMessage] = (),
+    ) -> AgentThreadRecord: ...
 
     def get_thread(
         self, thread_id: str, *, with_tasks_and_goals: bool = True

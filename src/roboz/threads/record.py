@@ -164,6 +164,10 @@ class AgentThreadRecord(BaseModel):
     )
     forked_from_message_sequence_num: int | None = None
     """Last source message copied into this fork; set together with forked_from_thread_id."""
+    parent_thread_id: str | None = None
+    """RoboZ: the thread of the agent that ran this one as a nested agent (a tool)."""
+    parent_tool_use_id: str | None = None
+    """RoboZ: the tool call in ``parent_thread_id`` that ran this thread's agent."""
     pinned_at: datetime | None = None
     """When the reading user pinned the thread; personal, so None in single-thread reads."""
     messages: list[AgentMessage] = Field(default_factory=list)

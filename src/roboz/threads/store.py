@@ -116,15 +116,23 @@ class SQLiteThreadStore(RunStoreMixin):
         model_profile: str | None = None,
         created_from_agent_id: str | None = None,
         created_from_trigger_id: str | None = None,
+        parent_thread_id: str | None = None,
+        parent_tool_use_id: str | None = None,
         messages: Sequence[AgentMessage] = (),
     ) -> AgentThreadRecord:
-        """Create a thread (optionally with first messages) and return its record."""
+        """Create a thread (optionally with first messages) and return its record.
+
+        ``parent_thread_id`` and ``parent_tool_use_id`` link the thread of a nested agent to
+        the thread and tool call of the agent that ran it.
+        """
         meta: dict[str, Any] = {
             "visibility": ThreadVisibility(visibility).value,
             "created_by_principal": created_by_principal,
             "model_profile": model_profile,
             "created_from_agent_id": created_from_agent_id,
             "created_from_trigger_id": created_from_trigger_id,
+            "parent_thread_id": parent_thread_id,
+            "parent_tool_use_id": parent_tool_use_id,
         }
         return self._create(org_id, created_by, thread_id, title, origin, meta, messages)
 
