@@ -134,3 +134,37 @@ def test_cancelling_the_parent_cancels_the_child() -> None:
     count = len(ticks)
     time.sleep(0.1)
     assert len(ticks) == count  # the child stopped too
+
+
+def test_a_chain_into_a_nested_agent_with_the_wrong_input_fails_at_build() -> None:
+    from roboz.agent.errors import AgentConfigurationError
+    from roboz.models import Int
+
+    @tool
+    def topic(input: Empty, messages: list[Message]) -> Str:
+        """Pick a topic."""
+        return Str(value="owls")
+
+    nested = agent_tool(child([]), input_type=Int, chained_to=topic)
+    with pytest.raises(AgentConfigurationError, match=r"'topic'.*'researcher'.*Int"):
+        Agent(name="lead", mode=AgentMode.DETERMINISTIC, default_tools=[topic], tools=[nested])
+
+
+def test_a_deployable_agent_definition_is_offered_as_a_tool() -> None:
+    from roboz.deployment import Capability, DeployableAgent, ToolLabel
+
+    definition = DeployableAgent(
+        "summarizer",
+        description="Summarize a text.",
+        agent_endpoint=MockLLMEndpoint([{"action": "stop", "value": "short"}]),
+        capabilities=[Capability(label=ToolLabel("stop"), value=roboz.tools.stop)],
+    )
+    lead = Agent(
+        name="lead",
+        agent_endpoint=MockLLMEndpoint(
+            [{"action": "summarizer", "value": "long text"}, {"action": "stop", "value": "ok"}]
+        ),
+        tools=[agent_tool(definition), roboz.tools.stop],
+    )
+    _, conversation = lead.invoke()
+    assert any(m.caller == "summarizer" and "short" in m.content for m in conversation)

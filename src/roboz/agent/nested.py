@@ -65,7 +65,7 @@ def _output(output_type: type[Empty], value: Any, label: str) -> Empty:
 
 
 def agent_tool(
-    child: Agent,
+    child: Agent | Any,
     *,
     name: str | None = None,
     instruction: str | None = None,
@@ -75,9 +75,21 @@ def agent_tool(
 ) -> Tool:
     """``child`` as a tool of another agent (see the module docstring).
 
-    ``instruction`` defaults to the child's description. The tool takes ``input_type`` and
-    returns ``output_type``, built from the value of the child's Stop.
+    ``child`` is an Agent or a DeployableAgent definition (built once, here; its background
+    agents run beside each of its runs). ``instruction`` defaults to the child's description.
+    The tool takes ``input_type`` and returns ``output_type``, built from the value of the
+    child's Stop; a chain into it whose parent's output does not fit ``input_type`` fails
+    when the parent agent is built, naming both.
     """
+    from roboz.agent.agent import Agent
+
+    if not isinstance(child, Agent):
+        build = getattr(child, "build", None)
+        if build is None:
+            raise AgentConfigurationError(
+                f"agent_tool needs an Agent or a DeployableAgent, got {child!r}"
+            )
+        child = build()[0]
     tool_name = name or child.name
     label = f"nested agent {child.name!r} (tool {tool_name!r})"
     if not (isinstance(input_type, type) and issubclass(input_type, Empty)):
