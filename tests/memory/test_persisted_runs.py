@@ -168,3 +168,17 @@ def test_the_persisted_list_refuses_rewrites(store: SQLiteThreadStore) -> None:
         conversation[0] = Message(role=Role.USER, content="x")
     with pytest.raises(TypeError, match="only grows"):
         del conversation[0]
+
+
+def test_passing_the_returned_conversation_back_appends_only_what_is_new(
+    store: SQLiteThreadStore,
+) -> None:
+    run = agent(store, [{"action": "stop", "value": "a"}, {"action": "stop", "value": "b"}])
+    _, conversation = run.invoke(thread_id="back-1")
+    stored = len(store.get_thread("back-1").messages)
+    conversation.append(Message(role=Role.USER, content="one more thing"))  # after the run
+    assert len(store.get_thread("back-1").messages) == stored  # not written by itself
+    _, again = run.invoke(conversation, thread_id="back-1")
+    texts = [m.content for m in again]
+    assert texts.count("look at the cat") == 1 and texts.count("one more thing") == 1
+    assert len(store.get_thread("back-1").messages) == len(again) == stored + 3

@@ -164,6 +164,9 @@ class PersistedConversation(list[Message]):
             seq: (m, m.times_shown) for m, seq in zip(self, seqs, strict=True) if _unsettled(m)
         }
         self._tool_started: float | None = None
+        self.open = True
+        """False once the run ended: later appends stay in memory (pass the list back to
+        ``invoke(..., thread_id=...)`` to continue the thread with them)."""
 
     @property
     def last_seq(self) -> int | None:
@@ -191,6 +194,9 @@ class PersistedConversation(list[Message]):
         return changed
 
     def append(self, message: Message) -> None:
+        if not self.open:
+            super().append(message)
+            return
         seq = self._next_seq
         previous = (self._seqs[-1], self[-1]) if self else None
         row = thread_row(message, seq, previous, self._runtime_ms())
@@ -228,8 +234,10 @@ def persisted_conversation(
     """Open (or create) ``thread_id`` in the agent's store for one run.
 
     A new thread starts from ``messages`` (else the agent's initial messages); an existing
-    one from its stored conversation, with ``messages`` appended as new messages. The lease
-    is released when the run ends, whatever the outcome.
+    one from its stored conversation, with ``messages`` appended as new messages, except a
+    leading part equal to the stored conversation (a conversation an earlier run returned,
+    with messages added): only what follows it is new. The lease is released when the run
+    ends, whatever the outcome.
     """
     store = agent.store
     if store is None:
@@ -265,8 +273,8 @@ def persisted_conversation(
     agent.thread_id = thread_id
     unsubscribe = agent.event_pipe.subscribe(conversation.on_event)
     try:
-        if not created:
-            conversation.extend(start if messages is not None else [])
+        if not created and messages is not None:
+            conversation.extend(start[_stored_prefix(loaded, start) :])
         yield conversation
     except BaseException as error:
         notice = AgentMessage(
@@ -279,4 +287,23 @@ def persisted_conversation(
     else:
         store.close_run(lease, AgentThreadStatus.USER_TURN)
     finally:
+        conversation.open = False
         unsubscribe()
+
+
+def _same(a: Message, b: Message) -> bool:
+    # times_shown is left out: it is a counter of the run, not what the message says.
+    return (a.role, a.content, a.caller, a.message_kind, a.images) == (
+        b.role,
+        b.content,
+        b.caller,
+        b.message_kind,
+        b.images,
+    )
+
+
+def _stored_prefix(stored: list[Message], given: list[Message]) -> int:
+    """How many leading messages of ``given`` are the stored conversation itself."""
+    if len(given) < len(stored) or not stored:
+        return 0
+    return len(stored) if all(map(_same, stored, given)) else 0
