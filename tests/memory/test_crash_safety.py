@@ -185,3 +185,65 @@ def test_a_run_that_lost_its_lease_writes_nothing_more(tmp_path: Path) -> None:
             agent.invoke(thread_id="taken")
         # The action was committed; the tool's result, written after the takeover, was not.
         assert len(store.get_thread("taken").messages) == 1
+
+
+STREAMING_CHILD = r"""
+import sys, time
+from pathlib import Path
+import roboz.tools
+from roboz import Agent
+from roboz.llm import MockLLMEndpoint
+from roboz.threads import SQLiteThreadStore
+
+db, ready = sys.argv[1], Path(sys.argv[2])
+
+class Stalls(MockLLMEndpoint):
+    def complete(self, records, *, on_delta=None, cancel=None):
+        on_delta('{"action": "st')
+        ready.write_text("streaming")
+        time.sleep(600)
+
+Agent(
+    name="worker",
+    agent_endpoint=Stalls([]),
+    tools=[roboz.tools.stop],
+    initial_messages=["work"],
+    store=SQLiteThreadStore(db),
+).invoke(thread_id="job-2")
+"""
+
+
+def test_a_reply_streaming_when_killed_is_marked_failed(tmp_path: Path) -> None:
+    from roboz.threads import AgentMessageStatus, AgentTextContent
+
+    db, ready = tmp_path / "runs.db", tmp_path / "ready"
+    child = subprocess.Popen([sys.executable, "-c", STREAMING_CHILD, str(db), str(ready)])
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ready.exists(), f"the child never streamed (exit {child.poll()})"
+        with SQLiteThreadStore(db) as store:
+            live = store.get_thread("job-2").messages[-1]
+            assert live.status is AgentMessageStatus.GENERATING
+            client = store.get_thread("job-2")
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(timeout=10)
+            after = store.get_thread("job-2")
+            draft, notice = after.messages[-2:]
+            assert draft.status is AgentMessageStatus.FAILED
+            assert [b.text for b in draft.content if isinstance(b, AgentTextContent)] == [
+                '{"action": "st'
+            ]
+            assert isinstance(notice.content[0], AgentErrorContent)
+            # A UI that held the live draft follows along without reloading.
+            client = client.apply_delta(store.delta_since("job-2", client.continuation_token))
+            assert client == after
+            stop, conversation = stopper(store).invoke(thread_id="job-2")
+            assert isinstance(stop, Stop)
+            assert [m.content for m in conversation][0] == "work"
+            assert len(conversation) == 3  # the half reply is not part of the conversation
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

@@ -10,6 +10,7 @@ it was shown), from which a resumed run rebuilds the conversation field by field
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 
 from roboz.agent.errors import AgentConfigurationError
 from roboz.models import Message, Role
-from roboz.runtime.events import Event, ToolStarted
+from roboz.runtime.events import Event, LLMDelta, LLMRequested, ToolStarted
 from roboz.threads import (
     AgentErrorContent,
     AgentMessage,
@@ -32,7 +33,8 @@ from roboz.threads import (
     StoredRunMessage,
     ThreadStore,
 )
-from roboz.threads._runs import NOTICE
+from roboz.threads._runs import DRAFT, NOTICE
+from roboz.threads.content import decode_blocks
 from roboz.threads.record import new_thread_id
 
 if TYPE_CHECKING:
@@ -122,7 +124,7 @@ def thread_row(
 
 def message_from_row(row: StoredRunMessage) -> Message | None:
     """The RoboZ message of a stored row; None for the store's own notices."""
-    if row.extras == NOTICE:
+    if row.extras in (NOTICE, DRAFT):
         return None
     if row.extras is not None:
         return Message.model_validate_json(row.extras)
@@ -153,6 +155,7 @@ class PersistedConversation(list[Message]):
         messages: Iterable[Message],
         seqs: list[int],
         next_seq: int,
+        agent_name: str | None = None,
     ) -> None:
         super().__init__(messages)
         self.store = store
@@ -164,6 +167,8 @@ class PersistedConversation(list[Message]):
             seq: (m, m.times_shown) for m, seq in zip(self, seqs, strict=True) if _unsettled(m)
         }
         self._tool_started: float | None = None
+        self._draft: int | None = None  # row of the reply streaming in, if any
+        self.agent_name = agent_name
         self.open = True
         """False once the run ended: later appends stay in memory (pass the list back to
         ``invoke(..., thread_id=...)`` to continue the thread with them)."""
@@ -174,8 +179,24 @@ class PersistedConversation(list[Message]):
         return self._seqs[-1] if self._seqs else None
 
     def on_event(self, event: Event) -> None:
+        if event.agent != self.agent_name:
+            return
         if isinstance(event, ToolStarted):
             self._tool_started = time.perf_counter()
+        elif isinstance(event, LLMRequested) and self.open:
+            self._drop_draft()  # asked again: the rejected attempt's draft goes
+        elif isinstance(event, LLMDelta) and self.open and event.text:
+            # The reply streams into a GENERATING row, so user interfaces watch it grow.
+            if self._draft is None:
+                self._draft = self.store.open_draft(self.lease)
+                self._next_seq = self._draft + 1
+            block = AgentTextContent.model_construct(text=event.text)
+            self.store.append_blocks(self.thread_id, self._draft, [block])
+
+    def _drop_draft(self) -> None:
+        if self._draft is not None:
+            self.store.regenerate_turn(self.thread_id, self._draft)
+            self._next_seq, self._draft = self._draft, None
 
     def _runtime_ms(self) -> int:
         if self._tool_started is None:
@@ -197,10 +218,18 @@ class PersistedConversation(list[Message]):
         if not self.open:
             super().append(message)
             return
-        seq = self._next_seq
+        if self._draft is not None and message.message_kind != "action":
+            self._drop_draft()  # e.g. the repair exchange: it comes before the reply
+        seq = self._next_seq if self._draft is None else self._draft
         previous = (self._seqs[-1], self[-1]) if self else None
         row = thread_row(message, seq, previous, self._runtime_ms())
-        written = self.store.append_run_message(self.lease, row, self._changed_extras())
+        if self._draft is None:
+            written = self.store.append_run_message(self.lease, row, self._changed_extras())
+        else:
+            # The streamed text stays as it was sent; the tool use is appended after it.
+            added = decode_blocks(row.content)[1:]
+            self.store.finish_draft(self.lease, seq, row, added, self._changed_extras())
+            written, self._draft = seq, None
         super().append(message)
         self._seqs.append(written)
         self._next_seq = written + 1
@@ -233,8 +262,8 @@ def persisted_conversation(
 ) -> Iterator[PersistedConversation]:
     """Open (or create) ``thread_id`` in the agent's store for one run.
 
-    A new thread starts from ``messages`` (else the agent's initial messages); an existing
-    one from its stored conversation, with ``messages`` appended as new messages, except a
+    A new (or still empty) thread starts from ``messages``, else the agent's initial
+    messages; an existing one from its stored conversation, with ``messages`` appended as new messages, except a
     leading part equal to the stored conversation (a conversation an earlier run returned,
     with messages added): only what follows it is new. The lease is released when the run
     ends, whatever the outcome.
@@ -269,14 +298,19 @@ def persisted_conversation(
             loaded.append(restored)
             seqs.append(row.seq)
     next_seq = rows[-1].seq + 1 if rows else 0
-    conversation = PersistedConversation(store, lease, loaded, seqs, next_seq)
+    conversation = PersistedConversation(store, lease, loaded, seqs, next_seq, agent.name)
     agent.thread_id = thread_id
     unsubscribe = agent.event_pipe.subscribe(conversation.on_event)
     try:
         if not created and messages is not None:
             conversation.extend(start[_stored_prefix(loaded, start) :])
+        elif not created and not loaded:  # e.g. a thread a client opened for this run
+            conversation.extend(start)
         yield conversation
     except BaseException as error:
+        if conversation._draft is not None:  # the run broke off while a reply streamed
+            with contextlib.suppress(Exception):
+                store.append_blocks(thread_id, conversation._draft, [], AgentMessageStatus.FAILED)
         notice = AgentMessage(
             role=AgentRole.ROBOTO,
             content=[AgentErrorContent(error_message=f"{type(error).__name__}: {error}")],

@@ -41,6 +41,10 @@ NOTICE = '{"notice": true}'
 """``extras`` of a row the store wrote about a run (e.g. "interrupted"): shown to user
 interfaces, never part of the agent's conversation."""
 
+DRAFT = '{"draft": true}'
+"""``extras`` of a reply still streaming in: user interfaces watch it grow; a resumed run
+skips it (the finished reply replaces it with its own extras)."""
+
 INTERRUPTED = "interrupted"
 
 
@@ -131,6 +135,25 @@ class RunStoreMixin:
             self, conn: sqlite3.Connection, thread_id: str, lease_owner: str | None
         ) -> tuple[int, int]: ...
 
+        def _generating_row(
+            self,
+            conn: sqlite3.Connection,
+            thread_id: str,
+            sequence_num: int,
+            role: AgentRole | None,
+        ) -> tuple[tuple[Any, ...], list[Any]]: ...
+
+        def _grow(
+            self,
+            conn: sqlite3.Connection,
+            thread_id: str,
+            sequence_num: int,
+            row: tuple[Any, ...],
+            held: list[Any],
+            added: list[Any],
+            status: str,
+        ) -> None: ...
+
         def _insert_thread(
             self,
             conn: sqlite3.Connection,
@@ -165,6 +188,16 @@ class RunStoreMixin:
                 )
             ],
             status=AgentMessageStatus.FAILED,
+        )
+        # A reply that was streaming when the process died will never finish.
+        revision = conn.execute(
+            "UPDATE threads SET revision = revision + 1 WHERE thread_id = ? RETURNING revision",
+            (thread_id,),
+        ).fetchone()[0]
+        conn.execute(
+            "UPDATE messages SET status = 'failed', revision = ? "
+            "WHERE thread_id = ? AND status = 'generating'",
+            (revision, thread_id),
         )
         self._insert_message(conn, thread_id, notice, extras=NOTICE)
         self._release(conn, thread_id, AgentThreadStatus.USER_TURN)
@@ -290,6 +323,46 @@ class RunStoreMixin:
                     (text, lease.thread_id, seq),
                 )
             return self._insert_row(conn, lease.thread_id, row, lease.owner)
+
+    def open_draft(self, lease: RunLease) -> int:
+        """Start the row of a reply that streams in (grow it with ``append_blocks``)."""
+        with self._write() as conn:
+            seq, revision = self._allocate(conn, lease.thread_id, lease.owner)
+            conn.execute(
+                "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
+                "base_revision, extras) VALUES (?, ?, 'assistant', 'generating', ?, '[]', ?, ?, ?)",
+                (lease.thread_id, seq, utc_now().isoformat(), revision, revision, DRAFT),
+            )
+            return seq
+
+    def finish_draft(
+        self,
+        lease: RunLease,
+        sequence_num: int,
+        row: RunRow,
+        added: Sequence[Any],
+        updated_extras: Sequence[tuple[int, str]] = (),
+    ) -> None:
+        """Complete a streamed reply: append ``added`` blocks (the tool use) after the
+        streamed text and store the RoboZ message, in one transaction."""
+        with self._write() as conn:
+            (owner,) = conn.execute(
+                "SELECT lease_owner FROM threads WHERE thread_id = ?", (lease.thread_id,)
+            ).fetchone()
+            if owner != lease.owner:
+                raise ThreadBusyError(
+                    f"this run no longer holds thread {lease.thread_id!r} in {self.path}; "
+                    "nothing was written"
+                )
+            held_row, held = self._generating_row(conn, lease.thread_id, sequence_num, None)
+            self._grow(
+                conn, lease.thread_id, sequence_num, held_row, held, list(added), "completed"
+            )
+            for seq, text in [*updated_extras, (sequence_num, row.extras)]:
+                conn.execute(
+                    "UPDATE messages SET extras = ? WHERE thread_id = ? AND seq = ?",
+                    (text, lease.thread_id, seq),
+                )
 
     def close_run(
         self,

@@ -119,6 +119,17 @@ class ThreadStore(Protocol):
         updated_extras: Sequence[tuple[int, str]] = (),
     ) -> int: ...
 
+    def open_draft(self, lease: RunLease) -> int: ...
+
+    def finish_draft(
+        self,
+        lease: RunLease,
+        sequence_num: int,
+        row: RunRow,
+        added: Sequence[AgentContent],
+        updated_extras: Sequence[tuple[int, str]] = (),
+    ) -> None: ...
+
     def close_run(
         self,
         lease: RunLease,
