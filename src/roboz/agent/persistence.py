@@ -263,10 +263,10 @@ def persisted_conversation(
     """Open (or create) ``thread_id`` in the agent's store for one run.
 
     A new (or still empty) thread starts from ``messages``, else the agent's initial
-    messages; an existing one from its stored conversation, with ``messages`` appended as new messages, except a
-    leading part equal to the stored conversation (a conversation an earlier run returned,
-    with messages added): only what follows it is new. The lease is released when the run
-    ends, whatever the outcome.
+    messages; an existing one from its stored conversation, with ``messages`` appended as
+    new messages, except a leading part equal to the stored conversation (a conversation an
+    earlier run returned, with messages added): only what follows it is new. The lease is
+    released when the run ends, whatever the outcome.
     """
     store = agent.store
     if store is None:
