@@ -182,3 +182,38 @@ def test_passing_the_returned_conversation_back_appends_only_what_is_new(
     texts = [m.content for m in again]
     assert texts.count("look at the cat") == 1 and texts.count("one more thing") == 1
     assert len(store.get_thread("back-1").messages) == len(again) == stored + 3
+
+
+def test_appending_never_rewrites_earlier_rows(store: SQLiteThreadStore) -> None:
+    from roboz import AgentMode
+    from roboz.models import Empty, Int
+
+    @tool
+    def begin(input: Empty, messages: list[Message]) -> Int:
+        """Start."""
+        return Int(value=0)
+
+    @tool(chained_to=["begin", "step"], chain_condition=lambda x: x.value < 50)
+    def step(input: Int, messages: list[Message]) -> Int:
+        """Count."""
+        return Int(value=input.value + 1)
+
+    @tool(chained_to=step, chain_condition=lambda x: x.value >= 50)
+    def end(input: Int, messages: list[Message]) -> Stop:
+        """End."""
+        return Stop(value=input.value)
+
+    chain = Agent(
+        name="chain",
+        mode=AgentMode.DETERMINISTIC,
+        default_tools=[begin],
+        tools=[step, end],
+        store=store,
+    )
+    _, conversation = chain.invoke(thread_id="chain-1")
+    with sqlite3.connect(store.path) as raw:
+        rows = raw.execute(
+            "SELECT seq, revision, base_revision FROM messages WHERE thread_id = 'chain-1'"
+        ).fetchall()
+    assert len(rows) == len(conversation) == 52
+    assert all(revision == base for _, revision, base in rows)  # written once, never again
