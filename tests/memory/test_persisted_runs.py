@@ -7,10 +7,10 @@ import sqlite3
 import pytest
 
 import roboz.tools
-from roboz import Agent, tool
+from roboz import Agent, AgentMode, tool
 from roboz.agent.errors import AgentConfigurationError
 from roboz.llm import MockLLMEndpoint
-from roboz.models import Image, Message, Role, Severity, Stop, Str, StrImage, Truncation
+from roboz.models import Empty, Image, Int, Message, Role, Severity, Stop, Str, StrImage, Truncation
 from roboz.threads import (
     AgentRole,
     AgentTextContent,
@@ -185,9 +185,6 @@ def test_passing_the_returned_conversation_back_appends_only_what_is_new(
 
 
 def test_appending_never_rewrites_earlier_rows(store: SQLiteThreadStore) -> None:
-    from roboz import AgentMode
-    from roboz.models import Empty, Int
-
     @tool
     def begin(input: Empty, messages: list[Message]) -> Int:
         """Start."""
