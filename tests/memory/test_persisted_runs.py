@@ -214,3 +214,17 @@ def test_appending_never_rewrites_earlier_rows(store: SQLiteThreadStore) -> None
         ).fetchall()
     assert len(rows) == len(conversation) == 52
     assert all(revision == base for _, revision, base in rows)  # written once, never again
+
+
+def test_a_message_a_client_added_through_the_thread_api_is_read_back(
+    store: SQLiteThreadStore,
+) -> None:
+    from roboz.threads import AgentMessage
+
+    run = agent(store, [{"action": "stop", "value": "a"}, {"action": "stop", "value": "b"}])
+    _, first = run.invoke(thread_id="ui-1")
+    store.append_message("ui-1", AgentMessage.text("a question from the web UI"))
+    _, second = run.invoke(thread_id="ui-1")
+    added = second[len(first)]
+    assert (added.role, added.content) == (Role.USER, "a question from the web UI")
+    assert [m.model_dump() for m in second[: len(first)]] == [m.model_dump() for m in first]

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
+from pydantic import TypeAdapter
+
 from roboz.agent.errors import AgentConfigurationError
 from roboz.models import Message, Role
 from roboz.runtime.events import Event, LLMDelta, LLMRequested, ToolStarted
@@ -136,6 +138,23 @@ def message_from_row(row: StoredRunMessage) -> Message | None:
     return Message(role=role, content=text)
 
 
+_MESSAGES = TypeAdapter(list[Message])
+
+
+def restore(rows: list[StoredRunMessage]) -> tuple[list[Message], list[int]]:
+    """The conversation stored in ``rows`` and the sequence number of each message.
+
+    Rows the agent wrote are decoded in one pass (one JSON array, one validation), which
+    keeps resuming a long thread fast; other rows one by one.
+    """
+    kept = [row for row in rows if row.extras not in (NOTICE, DRAFT)]
+    if all(row.extras is not None for row in kept):
+        array = "[" + ",".join([row.extras for row in kept]) + "]"  # type: ignore[misc]
+        return _MESSAGES.validate_json(array), [row.seq for row in kept]
+    messages = [message_from_row(row) for row in kept]
+    return [m for m in messages if m is not None], [row.seq for row in kept]
+
+
 def _unsettled(message: Message) -> bool:
     truncation = message.truncation
     return truncation is not None and not truncation.applies(message.times_shown)
@@ -164,7 +183,9 @@ class PersistedConversation(list[Message]):
         self._seqs = seqs  # thread sequence number of each message
         self._next_seq = next_seq
         self._watched: dict[int, tuple[Message, int]] = {
-            seq: (m, m.times_shown) for m, seq in zip(self, seqs, strict=True) if _unsettled(m)
+            seq: (m, m.times_shown)
+            for m, seq in zip(self, seqs, strict=True)
+            if m.truncation is not None and _unsettled(m)
         }
         self._tool_started: float | None = None
         self._draft: int | None = None  # row of the reply streaming in, if any
@@ -290,13 +311,7 @@ def persisted_conversation(
         created_from_agent_id=agent.name,
         initial=initial,
     )
-    loaded: list[Message] = []
-    seqs: list[int] = []
-    for row in rows:
-        restored = message_from_row(row)
-        if restored is not None:
-            loaded.append(restored)
-            seqs.append(row.seq)
+    loaded, seqs = restore(rows)
     next_seq = rows[-1].seq + 1 if rows else 0
     conversation = PersistedConversation(store, lease, loaded, seqs, next_seq, agent.name)
     agent.thread_id = thread_id

@@ -19,7 +19,7 @@ import sqlite3
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from roboz.threads.content import AgentErrorContent
 from roboz.threads.errors import ThreadBusyError, ThreadNotFoundError
@@ -78,22 +78,29 @@ class RunRow:
     extras: str
 
 
-@dataclass(frozen=True)
-class StoredRunMessage:
-    """One row of a persisted run: the RoboZ ``extras`` (None when the row was written through
-    the thread API, e.g. a user message from a client) and the seed-001 message, decoded only
-    when asked for (a resumed run needs ``extras`` alone)."""
+class StoredRunMessage(NamedTuple):
+    """One row of a persisted run: the RoboZ ``extras`` (None when the row was written
+    through the thread API, e.g. a user message from a client) and, for such rows only, what
+    is needed to decode the seed-001 message (a resumed run needs ``extras`` alone, so the
+    blocks of the others are not even read)."""
 
-    thread_id: str
     seq: int
-    row: tuple[Any, ...]
     extras: str | None
+    thread_id: str
+    role: str | None
+    status: str | None
+    created: str | None
+    content: str | None
 
     @property
     def message(self) -> AgentMessage:
         from roboz.threads._rows import message_from_row
 
-        return message_from_row(self.thread_id, self.row)
+        if self.content is None:
+            raise ValueError(f"message {self.seq} was read without its blocks")
+        return message_from_row(
+            self.thread_id, (self.seq, self.role, self.status, self.created, self.content)
+        )
 
 
 def owner_is_alive(owner: str, pid: int | None, start: str | None) -> bool:
@@ -281,12 +288,14 @@ class RunStoreMixin:
                 (owner, pid, start, AgentThreadStatus.ROBOTO_TURN.value, thread_id),
             )
             rows = conn.execute(
-                "SELECT seq, role, status, created, content, extras FROM messages "
-                "WHERE thread_id = ? ORDER BY seq",
+                "SELECT seq, extras, thread_id, "
+                "CASE WHEN extras IS NULL THEN role END, CASE WHEN extras IS NULL THEN status END, "
+                "CASE WHEN extras IS NULL THEN created END, "
+                "CASE WHEN extras IS NULL THEN content END "
+                "FROM messages WHERE thread_id = ? ORDER BY seq",
                 (thread_id,),
             ).fetchall()
-        stored = [StoredRunMessage(thread_id, r[0], r[:5], r[5]) for r in rows]
-        return RunLease(thread_id, owner), stored, created
+        return RunLease(thread_id, owner), list(map(StoredRunMessage._make, rows)), created
 
     def _insert_row(
         self, conn: sqlite3.Connection, thread_id: str, row: RunRow, lease_owner: str | None
