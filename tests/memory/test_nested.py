@@ -80,7 +80,9 @@ def test_the_childs_thread_is_linked_to_the_parents_tool_call(tmp_path: Path) ->
             store=store,
         )
         lead.invoke(thread_id="lead-1")
-        nested = store.get_thread("lead-1.researcher.1")
+        (nested,) = [t for t in store.list_threads() if t.thread_id.startswith("lead-1.")]
+        nested = store.get_thread(nested.thread_id)
+        assert nested.thread_id == f"lead-1.researcher.{nested.parent_tool_use_id}"
         assert nested.parent_thread_id == "lead-1"
         uses = [
             b
@@ -91,6 +93,22 @@ def test_the_childs_thread_is_linked_to_the_parents_tool_call(tmp_path: Path) ->
         assert [u.tool_use_id for u in uses] == [nested.parent_tool_use_id]
         assert researcher.store is None  # borrowed for the call only
         assert len(nested.messages) == 3  # the task, the child's action, its result
+
+        # Resumed later (a new tool, as in another process), the next call gets its own thread.
+        again = Agent(
+            name="lead",
+            agent_endpoint=MockLLMEndpoint(
+                [{"action": "researcher", "value": "more"}, {"action": "stop", "value": "ok"}]
+            ),
+            tools=[
+                agent_tool(child([{"action": "stop", "value": "more found"}])),
+                roboz.tools.stop,
+            ],
+            store=store,
+        )
+        again.invoke(thread_id="lead-1")
+        children = [t.thread_id for t in store.list_threads() if t.thread_id.startswith("lead-1.")]
+        assert len(children) == 2
 
 
 def test_a_failing_child_is_the_tools_error_and_keeps_the_childs_messages() -> None:

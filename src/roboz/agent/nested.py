@@ -11,8 +11,8 @@ keeps the child's messages and names its thread.
 
 from __future__ import annotations
 
-import itertools
 import threading
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -97,7 +97,6 @@ def agent_tool(
     if not (isinstance(output_type, type) and issubclass(output_type, Empty)):
         raise AgentConfigurationError(f"{label}: output_type must be an Empty subclass")
     text = instruction or child.description or f"Delegate a task to the agent {child.name!r}."
-    calls = itertools.count(1)
 
     def run(value: Empty, messages: list[Message]) -> Empty:
         parent = current_agent()
@@ -123,7 +122,9 @@ def agent_tool(
                 asked = action_of(messages[-1])
                 invoked = asked is not None and asked[0] == tool_name
                 parent_tool_use_id = f"tu_{last_seq if invoked else last_seq + 1}"
-            thread_id = f"{parent_thread}.{tool_name}.{next(calls)}"
+            # Named after the call, so a resumed parent (another process) never reuses one.
+            call = parent_tool_use_id or f"x{uuid.uuid4().hex[:12]}"
+            thread_id = f"{parent_thread}.{tool_name}.{call}"
         previous_store = child.store
         child.store = store if thread_id is not None else previous_store
         done = threading.Event()
