@@ -195,3 +195,24 @@ def test_compaction_capability_runs_before_prompt_llm() -> None:
     assert [t.name for t in runtime.default_tools] == ["compact_context"]
     info = runtime.show_agent_info(print_it=False)
     assert "compact_context, prompt_llm" in info
+
+
+def test_compaction_applies_with_a_custom_scrubber_too() -> None:
+    from roboz.llm import default_messages_scrubber
+
+    summarizer = MockLLMEndpoint(["SUMMARY via the whole-list path"])
+    endpoint = MockLLMEndpoint(
+        replies(4),
+        max_context_tokens=2500,
+        messages_scrubber=lambda messages: default_messages_scrubber(list(messages)),
+    )
+    agent = Agent(
+        name="digger",
+        agent_endpoint=endpoint,
+        tools=[dig, roboz.tools.stop],
+        default_tools=[compaction_tool(endpoint=summarizer)],
+        initial_messages=["find things about the cat"],
+    )
+    agent.invoke()
+    after = text_of(endpoint.requests[-1])
+    assert "SUMMARY via the whole-list path" in after and "finding 0" not in after
