@@ -171,15 +171,16 @@ def test_streaming_deltas_grow_a_generating_message(store: SQLiteThreadStore) ->
     thread_id = store.create_thread(org_id="o", created_by="u").thread_id
     seen: list[tuple[AgentMessageStatus, str]] = []
     streamed = ""
+    client = store.get_thread(thread_id)
 
     def watch(event: AgentEvent) -> None:
-        nonlocal streamed
+        nonlocal streamed, client
+        client = client.apply_delta(store.delta_since(thread_id, client.continuation_token))
         if isinstance(event, AgentTextDeltaEvent):
             streamed += event.text
             last = store.get_thread(thread_id).messages[-1]
-            block = last.content[0]
-            assert isinstance(block, AgentTextContent)
-            seen.append((last.status, block.text))
+            text = "".join(b.text for b in last.content if isinstance(b, AgentTextContent))
+            seen.append((last.status, text))
 
     sink = ThreadRecorder(store, thread_id, on_event=watch)
     reply = {"action": "stop", "value": "a longer final answer"}
@@ -195,6 +196,9 @@ def test_streaming_deltas_grow_a_generating_message(store: SQLiteThreadStore) ->
     assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(texts))
     assert texts[-1] == streamed == json.dumps(reply)
     assert store.get_thread(thread_id).messages[-2].is_complete()
+    # A UI that applied a delta after every event holds exactly the stored thread.
+    client = client.apply_delta(store.delta_since(thread_id, client.continuation_token))
+    assert client == store.get_thread(thread_id)
 
 
 def test_chained_tools_get_minted_tool_uses(store: SQLiteThreadStore) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC, datetime
 
 import pytest
 
@@ -30,6 +31,16 @@ def draft(text: str) -> AgentMessage:
     )
 
 
+def goal_record(status: AgentGoalStatus = AgentGoalStatus.PENDING) -> AgentThreadGoalRecord:
+    return AgentThreadGoalRecord(
+        goal_type="answer",
+        goal_data={"goal_type": "answer"},
+        status=status,
+        message_sequence_num=0,
+        created=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+
+
 def sync(store: SQLiteThreadStore, client: AgentThreadRecord) -> AgentThreadRecord:
     return client.apply_delta(store.delta_since(client.thread_id, client.continuation_token))
 
@@ -49,7 +60,11 @@ def test_delta_after_one_new_message_carries_only_that_message(store: SQLiteThre
     assert empty.messages_by_idx == {} and empty.continuation_token == delta.continuation_token
 
 
-def test_streaming_updates_resend_the_message_at_its_index(store: SQLiteThreadStore) -> None:
+def text_of(message: AgentMessage) -> str:
+    return "".join(b.text for b in message.content if isinstance(b, AgentTextContent))
+
+
+def test_streaming_sends_only_the_unseen_fragment(store: SQLiteThreadStore) -> None:
     thread = store.create_thread(org_id="o", created_by="u")
     store.append_message(thread.thread_id, AgentMessage.text("q"))
     seq = store.append_message(thread.thread_id, draft("Hel"))
@@ -57,8 +72,54 @@ def test_streaming_updates_resend_the_message_at_its_index(store: SQLiteThreadSt
     store.update_message(thread.thread_id, seq, draft("Hello"))
     delta = store.delta_since(thread.thread_id, client.continuation_token)
     assert list(delta.messages_by_idx) == [seq]
+    assert delta.messages_by_idx[seq].content == [AgentTextContent(text="lo")]
     client = client.apply_delta(delta)
-    assert client.messages[seq].content == [AgentTextContent(text="Hello")]
+    assert text_of(client.messages[seq]) == "Hello"
+    assert client == store.get_thread(thread.thread_id)
+
+
+def test_a_ui_applying_every_delta_of_a_streamed_turn_reads_hello(
+    store: SQLiteThreadStore,
+) -> None:
+    thread = store.create_thread(org_id="o", created_by="u")
+    store.append_message(thread.thread_id, AgentMessage.text("greet me"))
+    client = sync(store, thread)
+    empty = AgentMessage(role=AgentRole.ASSISTANT, content=[], status=AgentMessageStatus.GENERATING)
+    seq = store.append_message(thread.thread_id, empty)
+    sent: list[list[str]] = []
+    for fragment in ("Hel", "lo", "!"):
+        store.append_blocks(thread.thread_id, seq, [AgentTextContent(text=fragment)])
+        delta = store.delta_since(thread.thread_id, client.continuation_token)
+        sent.append([b.text for b in delta.messages_by_idx[seq].content])  # type: ignore[union-attr]
+        client = client.apply_delta(delta)
+    store.append_blocks(thread.thread_id, seq, [], AgentMessageStatus.COMPLETED)
+    client = sync(store, client)
+    assert sent == [["Hel"], ["lo"], ["!"]]  # each fragment travels once
+    assert text_of(client.messages[seq]) == "Hello!" and client.messages[seq].is_complete()
+    assert client == store.get_thread(thread.thread_id)
+
+
+def test_appending_blocks_to_a_finished_message_is_refused(store: SQLiteThreadStore) -> None:
+    from roboz.threads import MessageFinalizedError
+
+    thread = store.create_thread(org_id="o", created_by="u")
+    seq = store.append_message(thread.thread_id, AgentMessage.text("done"))
+    with pytest.raises(MessageFinalizedError):
+        store.append_blocks(thread.thread_id, seq, [AgentTextContent(text="more")])
+
+
+def test_content_that_does_not_extend_rewinds_clients(store: SQLiteThreadStore) -> None:
+    thread = store.create_thread(org_id="o", created_by="u")
+    seq = store.append_message(thread.thread_id, draft("first try"))
+    store.append_message(thread.thread_id, AgentMessage.text("later"))
+    client = sync(store, thread)
+    store.update_message(thread.thread_id, seq, draft("other"))
+    delta = store.delta_since(thread.thread_id, client.continuation_token)
+    assert delta.reset_from_message_sequence_num == seq
+    assert sorted(delta.messages_by_idx) == [seq, seq + 1]  # both resent whole
+    client = client.apply_delta(delta)
+    assert client == store.get_thread(thread.thread_id)
+    assert text_of(client.messages[seq]) == "other"
 
 
 def test_regenerated_turn_resets_the_client(store: SQLiteThreadStore) -> None:
@@ -74,7 +135,7 @@ def test_regenerated_turn_resets_the_client(store: SQLiteThreadStore) -> None:
     assert delta.reset_from_message_sequence_num == seq
     client = client.apply_delta(delta)
     assert client.messages == store.get_thread(thread.thread_id).messages
-    assert client.messages[seq].content == [AgentTextContent(text="The answer")]
+    assert text_of(client.messages[seq]) == "The answer"  # not spliced onto the draft
     # Later deltas are plain appends again.
     store.append_message(thread.thread_id, AgentMessage.text("thanks"))
     later = store.delta_since(thread.thread_id, client.continuation_token)
@@ -99,19 +160,19 @@ def test_tasks_and_goals_snapshot_semantics(store: SQLiteThreadStore) -> None:
     assert store.delta_since(thread.thread_id, start).tasks is None  # no change: keep yours
 
     tasks = [
-        AgentTask(task_id="b", position=1, title="B"),
-        AgentTask(task_id="a", position=0, title="A"),
+        AgentTask(task_id=2, position=1, title="B"),
+        AgentTask(task_id=1, position=0, title="A"),
     ]
     store.set_tasks(thread.thread_id, tasks)
     delta = store.delta_since(thread.thread_id, start)
-    assert [t.task_id for t in delta.tasks or []] == ["a", "b"]  # ordered by position
+    assert [t.task_id for t in delta.tasks or []] == [1, 2]  # ordered by position
     assert delta.goals is None
 
     store.set_tasks(thread.thread_id, [])
     cleared = store.delta_since(thread.thread_id, delta.continuation_token)
     assert cleared.tasks == []  # authoritative: there are none now
 
-    goal = AgentThreadGoalRecord(goal_id="g", description="d", declared_at_message_sequence_num=0)
+    goal = goal_record()
     store.set_goals(thread.thread_id, [goal])
     g_delta = store.delta_since(thread.thread_id, cleared.continuation_token)
     assert g_delta.goals == [goal] and g_delta.tasks is None
@@ -191,19 +252,12 @@ def test_random_histories_reconstruct_exactly(store: SQLiteThreadStore) -> None:
                 elif choice == 2:
                     n = rng.randrange(3)
                     store.set_tasks(
-                        tid, [AgentTask(task_id=f"t{i}", position=i, title="x") for i in range(n)]
+                        tid, [AgentTask(task_id=i, position=i, title="x") for i in range(n)]
                     )
                 else:
                     store.set_goals(
                         tid,
-                        [
-                            AgentThreadGoalRecord(
-                                goal_id="g",
-                                description="d",
-                                declared_at_message_sequence_num=0,
-                                status=AgentGoalStatus.ACHIEVED,
-                            )
-                        ]
+                        [goal_record(status=AgentGoalStatus.ACHIEVED)]
                         if rng.random() < 0.5
                         else [],
                     )

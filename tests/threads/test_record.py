@@ -125,14 +125,21 @@ def test_analysis_scope_merge_is_field_by_field() -> None:
 def test_apply_delta_none_keeps_and_empty_list_clears() -> None:
     from roboz.threads import AgentTask
 
-    task = AgentTask(task_id="t1", position=0, title="do")
+    task = AgentTask(task_id=1, position=0, title="do")
     record = AgentThreadRecord.model_validate({**BASE, "tasks": [task.model_dump()], "goals": []})
-    unchanged = record.apply_delta(AgentThreadDelta(continuation_token="t2"))
+    unchanged = record.apply_delta(AgentThreadDelta(continuation_token="t2", messages_by_idx={}))
     assert unchanged.tasks == [task] and unchanged.continuation_token == "t2"
-    cleared = record.apply_delta(AgentThreadDelta(continuation_token="t3", tasks=[]))
+    cleared = record.apply_delta(
+        AgentThreadDelta(continuation_token="t3", messages_by_idx={}, tasks=[])
+    )
     assert cleared.tasks == []
     titled = record.apply_delta(
-        AgentThreadDelta(continuation_token="t4", title="T", status=AgentThreadStatus.ROBOTO_TURN)
+        AgentThreadDelta(
+            continuation_token="t4",
+            messages_by_idx={},
+            title="T",
+            status=AgentThreadStatus.ROBOTO_TURN,
+        )
     )
     assert titled.title == "T" and titled.status is AgentThreadStatus.ROBOTO_TURN
     assert record.tasks == [task]  # the original record is untouched

@@ -95,7 +95,9 @@ def test_update_in_place_only_while_generating(store: SQLiteThreadStore) -> None
     seq = store.append_message(thread_id, generating())
     store.update_message(thread_id, seq, generating("par"))
     store.update_message(thread_id, seq, generating("partial"))
-    assert store.get_thread(thread_id).messages[seq].content == [AgentTextContent(text="partial")]
+    # Growth is kept as appended blocks: what clients that saw "par" hold.
+    grown = [AgentTextContent(text="par"), AgentTextContent(text="tial")]
+    assert store.get_thread(thread_id).messages[seq].content == grown
     done = AgentMessage.text("partial answer", role=AgentRole.ASSISTANT)
     store.update_message(thread_id, seq, done)
     with pytest.raises(MessageFinalizedError, match="completed"):
@@ -136,7 +138,7 @@ def test_fork_copies_up_to_a_message_and_drops_origin_fields(store: SQLiteThread
         model_profile="standard",
         visibility=ThreadVisibility.ORG,
     )
-    store.set_tasks(source.thread_id, [AgentTask(task_id="t", position=0, title="x")])
+    store.set_tasks(source.thread_id, [AgentTask(task_id=1, position=0, title="x")])
     for i in range(4):
         store.append_message(source.thread_id, AgentMessage.text(f"m{i}"), allow_read_only=True)
     fork = store.fork_thread(source.thread_id, 1, created_by="kim")

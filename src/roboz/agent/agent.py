@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
+from roboz.agent.current import use_agent
 from roboz.agent.errors import AgentConfigurationError, AgentRunError
 from roboz.agent.graph import ToolGraph
 from roboz.agent.mode import AgentMode
@@ -15,6 +17,9 @@ from roboz.models import Message, Role, Stop
 from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, EventPipe, Sink, use_pipe
 from roboz.runtime.io import UserIO, current_user_io, use_user_io
 from roboz.tools import Skill, Tool
+
+if TYPE_CHECKING:
+    from roboz.threads import ThreadStore
 
 ToolEntry = Tool | Sequence[Tool]
 
@@ -62,6 +67,7 @@ class Agent:
         description: str = "",
         max_steps: int = 1000,
         max_repairs: int = 2,
+        store: ThreadStore | None = None,
     ) -> None:
         if event_pipe is not None and event_sinks is not None:
             raise AgentConfigurationError(
@@ -89,6 +95,10 @@ class Agent:
         self.max_repairs = max_repairs
         self.ask_user_tool = make_ask_user_tool() if self.mode is AgentMode.STEERABLE else None
         self.messages: list[Message] = []
+        self.store = store
+        """Thread store persisting every run (one row per message), or None for in memory."""
+        self.thread_id: str | None = None
+        """The thread of the last persisted run."""
         self._cancel = threading.Event()
         self._validate()
 
@@ -98,6 +108,11 @@ class Agent:
 
     def _validate(self) -> None:
         label = f"agent {self.name!r}"
+        if self.store is not None and self.store.read_only:
+            path = getattr(self.store, "path", "")
+            raise AgentConfigurationError(
+                f"{label}: the thread store {path} is opened read-only; a run must write its thread"
+            )
         if self.llm_driven and self.agent_endpoint is None:
             raise AgentConfigurationError(
                 f"{label}: mode {self.mode.value} asks an LLM, so it needs agent_endpoint"
@@ -138,19 +153,36 @@ class Agent:
                 f"{label}: tool names {sorted(clashes)} clash with prompt_llm or a skill name"
             )
 
-    def invoke(self, messages: list[Message] | None = None) -> tuple[Stop, list[Message]]:
+    def invoke(
+        self, messages: list[Message] | None = None, *, thread_id: str | None = None
+    ) -> tuple[Stop, list[Message]]:
         """Run until a tool returns Stop. Returns the Stop and the full conversation.
 
         Pass ``messages`` to continue an earlier conversation; otherwise the run starts from
         ``initial_messages``. On error an AgentRunError carries the conversation so far.
+
+        With a ``store``, the run is persisted as thread ``thread_id`` (a new id when None):
+        a new thread starts as above, an existing one continues from its stored conversation
+        with ``messages`` (if given) appended. ``thread_id`` names it afterwards.
         """
-        conversation = messages if messages is not None else list(self.initial_messages)
+        if self.store is None:
+            if thread_id is not None:
+                raise AgentConfigurationError(
+                    f"agent {self.name!r}: thread_id needs a store (Agent(..., store=...))"
+                )
+            return self._run(messages if messages is not None else list(self.initial_messages))
+        from roboz.agent.persistence import persisted_conversation
+
+        with persisted_conversation(self, messages, thread_id) as conversation:
+            return self._run(conversation)
+
+    def _run(self, conversation: list[Message]) -> tuple[Stop, list[Message]]:
         self.messages = conversation
         self._cancel = cancel = threading.Event()
         user_io = self.user_io
         if self.mode is AgentMode.AUTONOMOUS:
             user_io = NoInputUserIO(user_io or current_user_io())
-        with use_pipe(self.event_pipe), use_user_io(user_io):
+        with use_pipe(self.event_pipe), use_user_io(user_io), use_agent(self):
             self.event_pipe.emit(AgentStarted(agent=self.name, mode=self.mode.value))
             run = AgentRun(self, conversation, cancel)
             try:

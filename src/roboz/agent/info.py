@@ -68,7 +68,13 @@ def describe_agent(agent: Agent) -> str:
     lines.append(
         "  user io: " + (type(agent.user_io).__name__ if agent.user_io else "CliUserIO (default)")
     )
-    lines.append("  persistence: in memory; invoke() returns the conversation")
+    if agent.store is None:
+        lines.append("  persistence: in memory; invoke() returns the conversation")
+    else:
+        from roboz.agent.persistence import store_label
+
+        thread = agent.thread_id or "a new thread per invoke() unless thread_id= is given"
+        lines.append(f"  persistence: {store_label(agent.store)}, thread {thread}")
     lines.append(f"  initial messages: {len(agent.initial_messages)}")
     if agent.llm_driven:
         lines += ["", f"System prompt ({PROMPT_LLM}):", preview.system_prompt()]

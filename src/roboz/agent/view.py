@@ -7,10 +7,20 @@ and only messages whose truncation has not reached its final form are looked at 
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from roboz.llm import EndpointLike, ProviderRecord, default_messages_scrubber, to_records
-from roboz.models import Message, Severity
+from roboz.models import Message, Role, Severity
+
+_T = TypeVar("_T")
 
 _TRUNCATED = " … [truncated]"
+
+COMPACTED_KIND = "compacted_context"
+"""``message_kind`` of a compacted-context message. The LLM sees the conversation's head
+(everything before the first assistant message: system, start-up and the task), then the
+latest compacted message in place of everything between, then whatever followed it. The
+stored conversation keeps every message; compaction, like truncation, is a view."""
 
 
 def render_for_llm(message: Message) -> Message | None:
@@ -54,6 +64,8 @@ class ConversationView:
         self._visible: list[Message | None] = []
         self._records: list[ProviderRecord | None] = []
         self._pending: list[int] = []
+        self._head_end: int | None = None  # index of the first assistant message
+        self._compacted: int | None = None  # index of the latest compacted message
 
     def _sync(self, messages: list[Message]) -> None:
         count = len(self._stored)
@@ -69,6 +81,21 @@ class ConversationView:
             self._refresh(index)
             if not _settled(message):
                 self._pending.append(index)
+            if self._head_end is None and message.role is Role.ASSISTANT:
+                self._head_end = index
+            if message.message_kind == COMPACTED_KIND:
+                self._compacted = index
+
+    def _hidden(self, index: int) -> bool:
+        """True for messages a compacted message stands in for."""
+        head_end = self._head_end if self._head_end is not None else 0
+        return self._compacted is not None and head_end <= index < self._compacted
+
+    def _shown(self, items: list[_T]) -> list[_T]:
+        if self._compacted is None:
+            return items
+        head_end = self._head_end if self._head_end is not None else 0
+        return items[:head_end] + items[self._compacted :]
 
     def _refresh(self, index: int) -> None:
         visible = render_for_llm(self._stored[index])
@@ -83,9 +110,10 @@ class ConversationView:
         showing for messages whose truncation depends on it."""
         self._sync(messages)
         if self._per_message:
-            body = list(filter(None, self._records))  # C-level: keeps late calls as cheap as early
+            # C-level: keeps late calls as cheap as early
+            body = list(filter(None, self._shown(self._records)))
         else:
-            visible = [message for message in self._visible if message is not None]
+            visible = [message for message in self._shown(self._visible) if message is not None]
             body = to_records(self._endpoint, visible)
         self._count_showing()
         return head + body
@@ -93,6 +121,8 @@ class ConversationView:
     def _count_showing(self) -> None:
         still_pending = []
         for index in self._pending:
+            if self._hidden(index):
+                continue  # compacted away: never shown again, so its count is final
             message = self._stored[index]
             if self._visible[index] is not None:
                 message.times_shown += 1

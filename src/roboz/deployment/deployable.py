@@ -191,6 +191,11 @@ class DeployableAgent:
             for child in capability.background_agents():
                 child_runtime, child_background = child.build()
                 background += [child_runtime, *child_background]
+        if background:
+            # Their parent starts them (once per run) and stops them when its run ends.
+            from roboz.agent.background import background_agents_tool
+
+            default_tools.insert(0, background_agents_tool(background))
         runtime = Agent(
             self.name,
             self.system_prompt,

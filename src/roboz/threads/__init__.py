@@ -4,6 +4,7 @@ The typed thread model (content blocks, messages, thread records, deltas, UI eve
 compression tiers, a SQLite store, and a bridge that records RoboZ agent runs into threads.
 """
 
+from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
 from roboz.threads.backend import ThreadStore
 from roboz.threads.bridge import ThreadRecorder
 from roboz.threads.compression import (
@@ -40,9 +41,11 @@ from roboz.threads.errors import (
     MessageNotFoundError,
     RobotoThreadReadOnlyException,
     SchemaVersionError,
+    ThreadBusyError,
     ThreadError,
     ThreadNotFoundError,
     ThreadReadOnlyError,
+    ThreadStoreError,
     UnmappedContentTypeError,
 )
 from roboz.threads.event import (
@@ -66,7 +69,13 @@ from roboz.threads.record import (
 )
 from roboz.threads.specs import ClientToolSpec, ModelProfileResponse
 from roboz.threads.store import SQLiteThreadStore
-from roboz.threads.task import AgentGoalStatus, AgentTask, AgentTaskStatus, AgentThreadGoalRecord
+from roboz.threads.task import (
+    AgentGoal,
+    AgentGoalStatus,
+    AgentTask,
+    AgentTaskStatus,
+    AgentThreadGoalRecord,
+)
 
 
 def _sqlite_store_fits_the_interface(store: SQLiteThreadStore) -> ThreadStore:
@@ -84,6 +93,7 @@ __all__ = [
     "AgentErrorContent",
     "AgentErrorEvent",
     "AgentEvent",
+    "AgentGoal",
     "AgentGoalStatus",
     "AgentMessage",
     "AgentMessageStatus",
@@ -115,14 +125,19 @@ __all__ = [
     "MessageNotFoundError",
     "ModelProfileResponse",
     "RobotoThreadReadOnlyException",
+    "RunLease",
+    "RunRow",
     "SQLiteThreadStore",
     "SchemaVersionError",
+    "StoredRunMessage",
+    "ThreadBusyError",
     "ThreadError",
     "ThreadNotFoundError",
     "ThreadOrigin",
     "ThreadReadOnlyError",
     "ThreadRecorder",
     "ThreadStore",
+    "ThreadStoreError",
     "ThreadVisibility",
     "UnmappedContentTypeError",
     "compressed_view",

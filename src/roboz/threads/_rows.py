@@ -24,6 +24,8 @@ META_FIELDS = (
     "created_from_trigger_id",
     "forked_from_thread_id",
     "forked_from_message_sequence_num",
+    "parent_thread_id",
+    "parent_tool_use_id",
 )
 """Thread metadata kept in one JSON column; what queries filter or deltas track has its own."""
 
@@ -34,7 +36,8 @@ REVISION = 10
 """Position of ``revision`` in THREAD_COLUMNS."""
 MESSAGE_COLUMNS = "seq, role, status, created, content"
 CHANGED_MESSAGES_SQL = (
-    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? AND revision > ?"
+    f"SELECT {MESSAGE_COLUMNS}, base_revision, block_revisions FROM messages "
+    "WHERE thread_id = ? AND revision > ?"
 )
 """Messages written after a revision. No ORDER BY: with one, SQLite walks the whole thread
 by primary key instead of using the (thread_id, revision) index, and a delta stops being
@@ -63,14 +66,21 @@ def decode_content(thread_id: str, seq: int, content: str) -> list[Any]:
         ) from error
 
 
-def message_from_row(thread_id: str, row: Sequence[Any]) -> AgentMessage:
-    seq, role, status, created, content = row
+def message_from_row(
+    thread_id: str, row: Sequence[Any], *, unseen_after: int | None = None
+) -> AgentMessage:
+    """The message in ``row``; with ``unseen_after``, only blocks appended after that revision
+    (``row`` then also carries base_revision and block_revisions)."""
+    seq, role, status, created, content = row[:5]
     try:
+        blocks = decode_content(thread_id, seq, content)
+        if unseen_after is not None:
+            blocks = unseen_blocks(thread_id, seq, blocks, row[5], row[6], unseen_after)
         return AgentMessage(
             role=AgentRole(role),
             status=status,
             created=datetime.fromisoformat(created),
-            content=decode_content(thread_id, seq, content),
+            content=blocks,
         )
     except (ValidationError, ValueError) as error:
         if isinstance(error, CorruptRecordError):
@@ -78,6 +88,30 @@ def message_from_row(thread_id: str, row: Sequence[Any]) -> AgentMessage:
         raise CorruptRecordError(
             f"message {seq} of thread {thread_id!r} cannot be decoded: {error}"
         ) from error
+
+
+def unseen_blocks(
+    thread_id: str,
+    seq: int,
+    blocks: list[Any],
+    base_revision: int | None,
+    block_revisions: str | None,
+    seen: int,
+) -> list[Any]:
+    """The blocks of a message a client at revision ``seen`` does not hold yet.
+
+    A message created after ``seen`` is unseen whole; otherwise only blocks appended after it.
+    """
+    if base_revision is None or base_revision > seen:
+        return blocks
+    # NULL: no block was appended after the message was created.
+    revisions = json.loads(block_revisions) if block_revisions else [base_revision] * len(blocks)
+    if len(revisions) != len(blocks):
+        raise CorruptRecordError(
+            f"message {seq} of thread {thread_id!r} has {len(blocks)} blocks but "
+            f"{len(revisions)} block revisions"
+        )
+    return [block for block, revision in zip(blocks, revisions, strict=True) if revision > seen]
 
 
 def record_from_row(row: Sequence[Any], *, with_tasks_and_goals: bool) -> AgentThreadRecord:
@@ -119,8 +153,9 @@ def read_delta(
         "SELECT min(from_seq) FROM resets WHERE thread_id = ? AND revision > ?",
         (thread_id, seen),
     ).fetchone()
-    # A rewind deletes every message from its index on, so whatever sits there now was
-    # written after the rewind and is selected by revision alone.
+    # A rewind re-marks every message from its index on (or deletes it), so whatever sits
+    # there now carries a later revision and is selected by revision alone; the client
+    # dropped those messages, so they go out whole.
     rows = sorted(conn.execute(CHANGED_MESSAGES_SQL, (thread_id, seen)).fetchall())
     changed = conn.execute(
         "SELECT status_revision > ?1, title_revision > ?1, tasks_revision > ?1, "
@@ -131,7 +166,14 @@ def read_delta(
     record = record_from_row(row, with_tasks_and_goals=True)
     return AgentThreadDelta(
         continuation_token=record.continuation_token,
-        messages_by_idx={int(r[0]): message_from_row(thread_id, r) for r in rows},
+        messages_by_idx={
+            int(r[0]): message_from_row(
+                thread_id,
+                r,
+                unseen_after=None if full or (reset is not None and r[0] >= reset) else seen,
+            )
+            for r in rows
+        },
         reset_from_message_sequence_num=None if full else reset,
         status=record.status if full or changed[0] else None,
         title=record.title if full or changed[1] else None,

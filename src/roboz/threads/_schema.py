@@ -1,4 +1,4 @@
-"""The SQLite schema of the thread store and its version check."""
+"""The SQLite schema of the thread store, its version check and its migrations."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sqlite3
 
 from roboz.threads.errors import SchemaVersionError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA_V1 = """
 CREATE TABLE threads (
@@ -55,30 +55,78 @@ CREATE TABLE compressed (
 ) WITHOUT ROWID;
 """
 
+_V1_TO_V2 = """
+ALTER TABLE messages ADD COLUMN base_revision INTEGER;
+ALTER TABLE messages ADD COLUMN block_revisions TEXT;
+ALTER TABLE messages ADD COLUMN extras TEXT;
+ALTER TABLE threads ADD COLUMN lease_owner TEXT;
+ALTER TABLE threads ADD COLUMN lease_pid INTEGER;
+ALTER TABLE threads ADD COLUMN lease_start TEXT;
+UPDATE threads SET revision = revision + 1;
+INSERT INTO resets (thread_id, revision, from_seq) SELECT thread_id, revision, 0 FROM threads;
+UPDATE messages SET
+    revision = (SELECT t.revision FROM threads t WHERE t.thread_id = messages.thread_id),
+    base_revision = (SELECT t.revision FROM threads t WHERE t.thread_id = messages.thread_id)
+"""
+"""Version 2 keeps, per message, the revision it was created at and the revision each block
+was appended at (so a delta sends a growing message's unseen blocks only), a lossless copy of
+the RoboZ message it was written from (``extras``), and a run lease per thread. Version 1 did
+not know which blocks a client had seen, so every client holding a pre-upgrade token gets one
+reset from message 0 and reloads the thread whole."""
 
-def ensure_schema(conn: sqlite3.Connection) -> None:
-    """Create the schema in an empty database, accept the current one, refuse others.
+
+def _run(conn: sqlite3.Connection, script: str) -> None:
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def ensure_schema(conn: sqlite3.Connection, path: object) -> None:
+    """Create the schema in an empty database, migrate an older one, refuse newer ones.
 
     Runs inside the caller's write transaction, so two processes opening a new file at once
-    cannot both create it.
+    cannot both create (or migrate) it.
     """
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     if version == SCHEMA_VERSION:
         return
     if version == 0:
-        tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[
-            0
-        ]
+        (tables,) = conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+        ).fetchone()
         if tables:
             raise SchemaVersionError(
-                "the database has tables but no RoboZ thread schema version; refusing to use it"
+                f"{path}: the database has tables but no RoboZ thread schema version; "
+                "refusing to use it"
             )
-        for statement in _SCHEMA_V1.split(";"):
-            if statement.strip():
-                conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        _run(conn, _SCHEMA_V1)
+        version = 1
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{path}: the database has thread schema version {version}, written by a newer "
+            f"RoboZ; this RoboZ reads versions up to {SCHEMA_VERSION}. Upgrade RoboZ."
+        )
+    if version == 1:
+        _run(conn, _V1_TO_V2)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    return int(version)
+
+
+def check_schema_readable(conn: sqlite3.Connection, path: object) -> None:
+    """For a read-only store: the file must already hold the current schema."""
+    version = schema_version(conn)
+    if version == SCHEMA_VERSION:
         return
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{path}: the database has thread schema version {version}, written by a newer "
+            f"RoboZ; this RoboZ reads versions up to {SCHEMA_VERSION}. Upgrade RoboZ."
+        )
     raise SchemaVersionError(
-        f"the database has thread schema version {version}; this RoboZ reads version "
-        f"{SCHEMA_VERSION}"
+        f"{path}: thread schema version {version} needs migrating to {SCHEMA_VERSION}; open "
+        "the store once writable to migrate it"
     )

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from roboz.threads.errors import ThreadNotFoundError
+from roboz.threads.errors import ThreadNotFoundError, ThreadStoreError
 
 
 class Connections:
@@ -19,8 +19,9 @@ class Connections:
     query inside sees the same snapshot.
     """
 
-    def __init__(self, path: Path, busy_timeout_s: float) -> None:
+    def __init__(self, path: Path, busy_timeout_s: float, *, read_only: bool = False) -> None:
         self.path = path
+        self.read_only = read_only
         self._busy_timeout_s = busy_timeout_s
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
@@ -30,12 +31,14 @@ class Connections:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(
-                self.path,
+                f"file:{self.path}?mode=ro" if self.read_only else self.path,
                 timeout=self._busy_timeout_s,
                 isolation_level=None,
                 check_same_thread=False,  # only close() touches it from another thread
+                uri=self.read_only,
             )
-            conn.execute("PRAGMA journal_mode = WAL")
+            if not self.read_only:
+                conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
             self._local.conn = conn
@@ -45,23 +48,38 @@ class Connections:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        conn = self.get()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        with self._naming_the_file():
+            conn = self.get()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        conn = self.get()
-        conn.execute("BEGIN")
+        with self._naming_the_file():
+            conn = self.get()
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
+    @contextmanager
+    def _naming_the_file(self) -> Iterator[None]:
+        # sqlite3 says "file is not a database" or "attempt to write a readonly database"
+        # without saying which file; constraint violations are the callers' to interpret.
         try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
+            yield
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.DatabaseError as error:
+            raise ThreadStoreError(f"{self.path}: {error}") from error
 
     def close(self) -> None:
         with self._lock:

@@ -7,18 +7,41 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
 from roboz.threads.compression import CompressionTier
+from roboz.threads.content import AgentContent
 from roboz.threads.record import (
     AgentMessage,
+    AgentMessageStatus,
     AgentThreadDelta,
     AgentThreadRecord,
     AgentThreadStatus,
+    ThreadOrigin,
+    ThreadVisibility,
 )
 from roboz.threads.task import AgentTask, AgentThreadGoalRecord
 
 
 class ThreadStore(Protocol):
     """Persisted threads with per-thread revisions, deltas and compressed variants."""
+
+    def create_thread(
+        self,
+        *,
+        org_id: str,
+        created_by: str,
+        thread_id: str | None = None,
+        title: str | None = None,
+        visibility: ThreadVisibility = ThreadVisibility.PRIVATE,
+        origin: ThreadOrigin | None = ThreadOrigin.API,
+        created_by_principal: str | None = None,
+        model_profile: str | None = None,
+        created_from_agent_id: str | None = None,
+        created_from_trigger_id: str | None = None,
+        parent_thread_id: str | None = None,
+        parent_tool_use_id: str | None = None,
+        messages: Sequence[AgentMessage] = (),
+    ) -> AgentThreadRecord: ...
 
     def get_thread(
         self, thread_id: str, *, with_tasks_and_goals: bool = True
@@ -44,6 +67,14 @@ class ThreadStore(Protocol):
 
     def update_message(self, thread_id: str, sequence_num: int, message: AgentMessage) -> None: ...
 
+    def append_blocks(
+        self,
+        thread_id: str,
+        sequence_num: int,
+        blocks: Sequence[AgentContent],
+        status: AgentMessageStatus | None = None,
+    ) -> None: ...
+
     def regenerate_turn(
         self, thread_id: str, sequence_num: int, replacement: AgentMessage | None = None
     ) -> None: ...
@@ -65,3 +96,45 @@ class ThreadStore(Protocol):
     def get_compressed_thread(
         self, thread_id: str, tier: CompressionTier
     ) -> list[AgentMessage]: ...
+
+    # -- persisted agent runs (one row per message, the run lease) ----------------------------
+
+    @property
+    def read_only(self) -> bool: ...
+
+    def open_run(
+        self,
+        thread_id: str,
+        *,
+        org_id: str,
+        created_by: str,
+        created_from_agent_id: str | None,
+        initial: Sequence[RunRow] = (),
+    ) -> tuple[RunLease, list[StoredRunMessage], bool]: ...
+
+    def append_run_message(
+        self,
+        lease: RunLease,
+        row: RunRow,
+        updated_extras: Sequence[tuple[int, str]] = (),
+    ) -> int: ...
+
+    def open_draft(self, lease: RunLease) -> int: ...
+
+    def finish_draft(
+        self,
+        lease: RunLease,
+        sequence_num: int,
+        row: RunRow,
+        added: Sequence[AgentContent],
+        updated_extras: Sequence[tuple[int, str]] = (),
+    ) -> None: ...
+
+    def close_run(
+        self,
+        lease: RunLease,
+        status: AgentThreadStatus = AgentThreadStatus.USER_TURN,
+        notice: AgentMessage | None = None,
+    ) -> None: ...
+
+    def recover_interrupted(self, thread_id: str) -> None: ...

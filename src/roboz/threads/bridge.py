@@ -3,8 +3,8 @@
 :class:`ThreadRecorder` is an EventPipe sink. What it writes:
 
 - each ``prompt_llm`` step becomes one ASSISTANT message: GENERATING while the reply streams
-  in (its text block grows with every LLMDelta), then COMPLETED with the reply text and a
-  tool-use block for the action the model chose;
+  in (every LLMDelta appends one text block, so a client is sent each fragment once), then
+  COMPLETED with a tool-use block for the action the model chose appended;
 - tool runs become blocks of one ROBOTO message per step of the loop: a tool-result block
   (payload, runtime_ms, status) for every tool. Tools the scheduler ran without the model
   asking (defaults and chained tools) also get a tool-use block there, minted by the
@@ -74,15 +74,10 @@ def tool_payload(output: Any) -> str | dict[str, Any] | list[Any] | None:
 
 
 class _Draft:
-    """A message the recorder is still writing: its index and blocks."""
+    """A message the recorder is still writing; it only ever grows by appended blocks."""
 
-    def __init__(self, seq: int, role: AgentRole) -> None:
+    def __init__(self, seq: int) -> None:
         self.seq = seq
-        self.role = role
-        self.blocks: list[Any] = []
-
-    def message(self, status: AgentMessageStatus) -> AgentMessage:
-        return AgentMessage(role=self.role, content=list(self.blocks), status=status)
 
 
 class ThreadRecorder:
@@ -179,24 +174,36 @@ class ThreadRecorder:
             seq = self._reply.seq
         else:
             seq = self.store.append_message(self.thread_id, draft)
-        self._reply = _Draft(seq, AgentRole.ASSISTANT)
+        self._reply = _Draft(seq)
         self._reply_text = ""
 
     def _stream(self, text: str) -> None:
         assert self._reply is not None
+        if not text:
+            return
         if not self._reply_text:
             self._emit(AgentStartTextEvent())
         self._reply_text += text
-        self._reply.blocks = [AgentTextContent(text=self._reply_text)]
-        self._write(self._reply, AgentMessageStatus.GENERATING)
+        self._append(self._reply, [AgentTextContent(text=text)])
         self._emit(AgentTextDeltaEvent(text=text))
 
     def _end_text(self, text: str) -> None:
         assert self._reply is not None
         if self._reply_text:
             self._emit(AgentTextEndEvent())
+        if text == self._reply_text:
+            return
+        if not self._reply_text:
+            self._append(self._reply, [AgentTextContent(text=text)] if text else [])
+        else:
+            # The final text is not what was streamed: clients must not keep the fragments.
+            draft = AgentMessage(
+                role=AgentRole.ASSISTANT,
+                content=[AgentTextContent(text=text)] if text else [],
+                status=AgentMessageStatus.GENERATING,
+            )
+            self.store.regenerate_turn(self.thread_id, self._reply.seq, draft)
         self._reply_text = text
-        self._reply.blocks = [AgentTextContent(text=text)] if text else []
 
     def _complete_reply(self, invoke: Invoke) -> None:
         if self._reply is None:
@@ -212,8 +219,7 @@ class ThreadRecorder:
             input=arguments if isinstance(arguments, dict) else None,
             raw_request=parsed if isinstance(parsed, dict) else None,
         )
-        self._reply.blocks.append(use)
-        self._write(self._reply, AgentMessageStatus.COMPLETED)
+        self._append(self._reply, [use], AgentMessageStatus.COMPLETED)
         self._reply = None
         self._pending = use
         self._emit(tool_use_event(use))
@@ -224,7 +230,7 @@ class ThreadRecorder:
                 role=AgentRole.ROBOTO, content=[], status=AgentMessageStatus.GENERATING
             )
             seq = self.store.append_message(self.thread_id, empty)
-            self._results = _Draft(seq, AgentRole.ROBOTO)
+            self._results = _Draft(seq)
         return self._results
 
     def _start_tool(self, tool: str, trigger: str) -> None:
@@ -235,9 +241,7 @@ class ThreadRecorder:
             return
         use = AgentToolUseContent(tool_use_id=f"tu_{uuid.uuid4().hex[:16]}", tool_name=tool)
         self._running[tool] = use.tool_use_id
-        results = self._results_draft()
-        results.blocks.append(use)
-        self._write(results, AgentMessageStatus.GENERATING)
+        self._append(self._results_draft(), [use])
         self._emit(tool_use_event(use))
 
     def _finish_tool(self, tool: str, payload: Any, duration_s: float, status: str) -> None:
@@ -251,14 +255,12 @@ class ThreadRecorder:
             status=status,
             payload=payload,
         )
-        results = self._results_draft()
-        results.blocks.append(result)
-        self._write(results, AgentMessageStatus.GENERATING)
+        self._append(self._results_draft(), [result])
         self._emit(tool_result_event(result))
 
     def _close_results(self) -> None:
         if self._results is not None:
-            self._write(self._results, AgentMessageStatus.COMPLETED)
+            self._append(self._results, [], AgentMessageStatus.COMPLETED)
             self._results = None
 
     def _fail(self, error: str) -> None:
@@ -271,8 +273,7 @@ class ThreadRecorder:
             self._close_results()
         draft = self._reply or self._results
         if draft is not None:
-            draft.blocks.append(failure)
-            self._write(draft, AgentMessageStatus.FAILED)
+            self._append(draft, [failure], AgentMessageStatus.FAILED)
         else:
             self.store.append_message(
                 self.thread_id,
@@ -284,5 +285,10 @@ class ThreadRecorder:
         self._emit(AgentErrorEvent(error_message=error))
         self.store.set_status(self.thread_id, AgentThreadStatus.USER_TURN)
 
-    def _write(self, draft: _Draft, status: AgentMessageStatus) -> None:
-        self.store.update_message(self.thread_id, draft.seq, draft.message(status))
+    def _append(
+        self,
+        draft: _Draft,
+        blocks: list[Any],
+        status: AgentMessageStatus = AgentMessageStatus.GENERATING,
+    ) -> None:
+        self.store.append_blocks(self.thread_id, draft.seq, blocks, status)

@@ -57,3 +57,11 @@ class CompressionError(ThreadError, ValueError):
 
 class DeltaApplyError(ThreadError, ValueError):
     """A delta does not fit the messages a client holds (it skipped part of the stream)."""
+
+
+class ThreadBusyError(ThreadError):
+    """Another live run holds the thread; two runs never write one thread at once."""
+
+
+class ThreadStoreError(ThreadError):
+    """The store's database cannot be used (corrupt, not a database, read-only, ...)."""

@@ -164,6 +164,10 @@ class AgentThreadRecord(BaseModel):
     )
     forked_from_message_sequence_num: int | None = None
     """Last source message copied into this fork; set together with forked_from_thread_id."""
+    parent_thread_id: str | None = None
+    """RoboZ: the thread of the agent that ran this one as a nested agent (a tool)."""
+    parent_tool_use_id: str | None = None
+    """RoboZ: the tool call in ``parent_thread_id`` that ran this thread's agent."""
     pinned_at: datetime | None = None
     """When the reading user pinned the thread; personal, so None in single-thread reads."""
     messages: list[AgentMessage] = Field(default_factory=list)
@@ -175,14 +179,24 @@ class AgentThreadRecord(BaseModel):
         return self.origin not in (None, ThreadOrigin.API)
 
     def apply_delta(self, delta: AgentThreadDelta) -> AgentThreadRecord:
-        """The record a client holds after applying ``delta``; ``self`` is left unchanged."""
+        """The record a client holds after applying ``delta``; ``self`` is left unchanged.
+
+        A delta extends what the client holds: for an index the client already has, the
+        delta message's blocks are appended to the held message's blocks (never merged into
+        held text) and its status is taken; the next index appends a new message. With
+        ``reset_from_message_sequence_num`` set, held messages at or after it are dropped
+        first, so a regenerated turn is never spliced onto its abandoned draft.
+        """
         messages = list(self.messages)
         if delta.reset_from_message_sequence_num is not None:
             del messages[delta.reset_from_message_sequence_num :]
         for index in sorted(delta.messages_by_idx):
             message = delta.messages_by_idx[index]
             if index < len(messages):
-                messages[index] = message
+                held = messages[index]
+                messages[index] = held.model_copy(
+                    update={"content": [*held.content, *message.content], "status": message.status}
+                )
             elif index == len(messages):
                 messages.append(message)
             else:
@@ -204,16 +218,18 @@ class AgentThreadRecord(BaseModel):
 class AgentThreadDelta(BaseModel):
     """What changed in a thread since a continuation token.
 
-    ``messages_by_idx`` holds new and changed messages by sequence number. When
+    ``messages_by_idx`` holds, by sequence number, new messages whole and, for a message the
+    client already holds, only the blocks it has not seen yet (with the current status). When
     ``reset_from_message_sequence_num`` is set, the server rewound the thread (a turn was
     regenerated): the client first drops every message at or after that index, then applies
-    ``messages_by_idx``. For ``status``, ``title``, ``tasks`` and ``goals`` None means
-    "unchanged, keep what you have"; for ``tasks`` and ``goals`` an empty list means "there
-    are none now" and a non-empty list replaces the previous snapshot.
+    ``messages_by_idx``, which then carries those messages whole. For ``status``, ``title``,
+    ``tasks`` and ``goals`` None means "unchanged, keep what you have"; for ``tasks`` and
+    ``goals`` an empty list means "there are none now" and a non-empty list replaces the
+    previous snapshot.
     """
 
     continuation_token: str
-    messages_by_idx: dict[int, AgentMessage] = Field(default_factory=dict)
+    messages_by_idx: dict[int, AgentMessage]
     reset_from_message_sequence_num: int | None = None
     status: AgentThreadStatus | None = None
     title: str | None = None

@@ -17,6 +17,7 @@ from typing import Any
 from roboz.threads._rows import (
     MESSAGE_COLUMNS,
     THREAD_COLUMNS,
+    decode_content,
     dump_list,
     message_from_row,
     read_compressed_view,
@@ -24,24 +25,29 @@ from roboz.threads._rows import (
     record_from_row,
     thread_row,
 )
-from roboz.threads._schema import ensure_schema
+from roboz.threads._runs import RunStoreMixin
+from roboz.threads._schema import check_schema_readable, ensure_schema
 from roboz.threads._sqlite import Connections, bump_revision
 from roboz.threads.compression import (
     CompressionTier,
     ensure_verbatim,
     validate_variant,
 )
-from roboz.threads.content import encode_blocks
+from roboz.threads.content import AgentTextContent, encode_blocks
 from roboz.threads.errors import (
     MessageFinalizedError,
     MessageGeneratingError,
     MessageNotFoundError,
+    SchemaVersionError,
+    ThreadBusyError,
     ThreadNotFoundError,
     ThreadReadOnlyError,
+    ThreadStoreError,
 )
 from roboz.threads.record import (
     AgentMessage,
     AgentMessageStatus,
+    AgentRole,
     AgentThreadDelta,
     AgentThreadRecord,
     AgentThreadStatus,
@@ -53,18 +59,37 @@ from roboz.threads.record import (
 from roboz.threads.task import AgentTask, AgentThreadGoalRecord
 
 
-class SQLiteThreadStore:
+class SQLiteThreadStore(RunStoreMixin):
     """Threads, messages, tasks, goals and compressed variants in one SQLite file."""
 
-    def __init__(self, path: str | Path, *, busy_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, path: str | Path, *, busy_timeout_s: float = 30.0, read_only: bool = False
+    ) -> None:
         if str(path) == ":memory:" or str(path).startswith("file:"):
             raise ValueError("SQLiteThreadStore needs a file path (connections are per thread)")
         self.path = Path(path)
-        self._connections = Connections(self.path, busy_timeout_s)
+        self.read_only = read_only
+        """A read-only store reads threads (e.g. for a user interface) and refuses runs."""
+        if read_only and not self.path.exists():
+            raise ThreadStoreError(f"{self.path}: no such thread store to open read-only")
+        self._connections = Connections(self.path, busy_timeout_s, read_only=read_only)
         self._write = self._connections.write
         self._read = self._connections.read
-        with self._write() as conn:
-            ensure_schema(conn)
+        try:
+            if read_only:
+                with self._read() as conn:
+                    check_schema_readable(conn, self.path)
+            else:
+                with self._write() as conn:
+                    ensure_schema(conn, self.path)
+        except sqlite3.DatabaseError as error:
+            self._connections.close()
+            raise ThreadStoreError(
+                f"{self.path}: cannot use it as a thread store: {error}"
+            ) from None
+        except SchemaVersionError:
+            self._connections.close()
+            raise
 
     def close(self) -> None:
         """Close every connection this store opened."""
@@ -91,15 +116,23 @@ class SQLiteThreadStore:
         model_profile: str | None = None,
         created_from_agent_id: str | None = None,
         created_from_trigger_id: str | None = None,
+        parent_thread_id: str | None = None,
+        parent_tool_use_id: str | None = None,
         messages: Sequence[AgentMessage] = (),
     ) -> AgentThreadRecord:
-        """Create a thread (optionally with first messages) and return its record."""
+        """Create a thread (optionally with first messages) and return its record.
+
+        ``parent_thread_id`` and ``parent_tool_use_id`` link the thread of a nested agent to
+        the thread and tool call of the agent that ran it.
+        """
         meta: dict[str, Any] = {
             "visibility": ThreadVisibility(visibility).value,
             "created_by_principal": created_by_principal,
             "model_profile": model_profile,
             "created_from_agent_id": created_from_agent_id,
             "created_from_trigger_id": created_from_trigger_id,
+            "parent_thread_id": parent_thread_id,
+            "parent_tool_use_id": parent_tool_use_id,
         }
         return self._create(org_id, created_by, thread_id, title, origin, meta, messages)
 
@@ -118,29 +151,46 @@ class SQLiteThreadStore:
         for message in messages:
             ensure_verbatim(message)
         with self._write() as conn:
-            try:
-                conn.execute(
-                    "INSERT INTO threads (thread_id, org_id, created_by, created, origin, meta, "
-                    "status, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        thread_id,
-                        org_id,
-                        created_by,
-                        utc_now().isoformat(),
-                        None if origin is None else ThreadOrigin(origin).value,
-                        json.dumps(meta),
-                        status.value,
-                        title,
-                    ),
-                )
-            except sqlite3.IntegrityError:
-                raise ValueError(f"a thread {thread_id!r} already exists") from None
+            self._insert_thread(conn, thread_id, org_id, created_by, title, meta, origin, status)
             for message in messages:
                 self._insert_message(conn, thread_id, message)
         return self.get_thread(thread_id)
 
+    def _insert_thread(
+        self,
+        conn: sqlite3.Connection,
+        thread_id: str,
+        org_id: str,
+        created_by: str,
+        title: str | None,
+        meta: dict[str, Any],
+        origin: ThreadOrigin | None = ThreadOrigin.API,
+        status: AgentThreadStatus = AgentThreadStatus.NOT_STARTED,
+    ) -> None:
+        try:
+            conn.execute(
+                "INSERT INTO threads (thread_id, org_id, created_by, created, origin, meta, "
+                "status, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    thread_id,
+                    org_id,
+                    created_by,
+                    utc_now().isoformat(),
+                    None if origin is None else ThreadOrigin(origin).value,
+                    json.dumps(meta),
+                    status.value,
+                    title,
+                ),
+            )
+        except sqlite3.IntegrityError:
+            raise ValueError(f"a thread {thread_id!r} already exists") from None
+
     def get_thread(self, thread_id: str, *, with_tasks_and_goals: bool = True) -> AgentThreadRecord:
-        """The whole thread: metadata, every message, and (by default) tasks and goals."""
+        """The whole thread: metadata, every message, and (by default) tasks and goals.
+
+        A run whose process died is marked interrupted first, so no thread reads as
+        "running" forever."""
+        self.recover_interrupted(thread_id)
         with self._read() as conn:
             row = thread_row(conn, thread_id)
             rows = conn.execute(
@@ -230,7 +280,7 @@ class SQLiteThreadStore:
 
     def set_goals(self, thread_id: str, goals: Sequence[AgentThreadGoalRecord]) -> None:
         """Replace the declared goals (stored ordered by the turn that declared them)."""
-        ordered = sorted(goals, key=lambda goal: goal.declared_at_message_sequence_num)
+        ordered = sorted(goals, key=lambda goal: (goal.message_sequence_num, goal.created))
         with self._write() as conn:
             bump_revision(conn, thread_id, "goals")
             conn.execute(
@@ -247,24 +297,16 @@ class SQLiteThreadStore:
         content: str | None = None,
         *,
         allow_read_only: bool = True,
+        extras: str | None = None,
     ) -> int:
-        # One statement moves the revision, allocates the sequence number and reads the
-        # origin; a refusal raises inside the caller's transaction, which rolls it back.
-        row = conn.execute(
-            "UPDATE threads SET revision = revision + 1, message_count = message_count + 1 "
-            "WHERE thread_id = ? RETURNING revision, message_count - 1, origin",
-            (thread_id,),
-        ).fetchone()
-        if row is None:
-            raise ThreadNotFoundError(f"no thread {thread_id!r}")
-        revision, seq, origin = row
+        seq, revision, origin = self._allocate_seq(conn, thread_id, None)
         if origin not in (None, ThreadOrigin.API.value) and not allow_read_only:
             raise ThreadReadOnlyError(
                 f"thread {thread_id!r} is owned by {origin!r} and refuses new messages"
             )
         conn.execute(
-            "INSERT INTO messages (thread_id, seq, role, status, created, content, revision) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
+            "base_revision, extras) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 thread_id,
                 seq,
@@ -273,9 +315,39 @@ class SQLiteThreadStore:
                 message.created.isoformat(),
                 encode_blocks(message.content) if content is None else content,
                 revision,
+                revision,
+                extras,
             ),
         )
         return int(seq)
+
+    def _allocate_seq(
+        self, conn: sqlite3.Connection, thread_id: str, lease_owner: str | None
+    ) -> tuple[int, int, str | None]:
+        """Next sequence number, new revision and origin of ``thread_id``, in one statement.
+
+        With ``lease_owner`` (a persisted run's write) the run must still hold the thread. A
+        refusal raises inside the caller's transaction, which rolls it back.
+        """
+        row = conn.execute(
+            "UPDATE threads SET revision = revision + 1, message_count = message_count + 1 "
+            "WHERE thread_id = ? RETURNING message_count - 1, revision, origin, lease_owner",
+            (thread_id,),
+        ).fetchone()
+        if row is None:
+            raise ThreadNotFoundError(f"no thread {thread_id!r}")
+        if lease_owner is not None and row[3] != lease_owner:
+            raise ThreadBusyError(
+                f"this run no longer holds thread {thread_id!r} in {self.path} (another run "
+                "took it over after this one was presumed dead); nothing was written"
+            )
+        return int(row[0]), int(row[1]), row[2]
+
+    def _allocate(
+        self, conn: sqlite3.Connection, thread_id: str, lease_owner: str | None
+    ) -> tuple[int, int]:
+        seq, revision, _ = self._allocate_seq(conn, thread_id, lease_owner)
+        return seq, revision
 
     def append_message(
         self, thread_id: str, message: AgentMessage, *, allow_read_only: bool = False
@@ -292,38 +364,129 @@ class SQLiteThreadStore:
                 conn, thread_id, message, content, allow_read_only=allow_read_only
             )
 
-    def update_message(self, thread_id: str, sequence_num: int, message: AgentMessage) -> None:
-        """Replace a message that is still being generated (streaming, adding blocks).
+    def append_blocks(
+        self,
+        thread_id: str,
+        sequence_num: int,
+        blocks: Sequence[Any],
+        status: AgentMessageStatus | None = None,
+    ) -> None:
+        """Append ``blocks`` to a message still being generated, optionally setting its status.
 
+        This is how a message grows (streamed text arrives as one text block per fragment):
+        a client that already holds the message is sent only the new blocks.
+        """
+        message = AgentMessage(
+            role=AgentRole.ASSISTANT, content=list(blocks), status=AgentMessageStatus.GENERATING
+        )
+        ensure_verbatim(message)
+        with self._write() as conn:
+            row, held = self._generating_row(conn, thread_id, sequence_num, None)
+            self._grow(conn, thread_id, sequence_num, row, held, list(blocks), status or row[1])
+
+    def update_message(self, thread_id: str, sequence_num: int, message: AgentMessage) -> None:
+        """Set the content and status of a message that is still being generated.
+
+        Blocks are what clients hold, so growth is stored as appended blocks: new blocks after
+        the held ones are appended, and a last text block that grew keeps its held text and
+        gets the added text as a new block after it. Content that does not extend what is
+        stored rewinds the thread to this message (the next delta resets clients there).
         A message already in a terminal status cannot change (MessageFinalizedError); to
         redo it, use :meth:`regenerate_turn`. Compressed variants of it are dropped.
         """
         ensure_verbatim(message)
-        content = encode_blocks(message.content)
+        encode_blocks(message.content)  # fail before the transaction, not inside
         with self._write() as conn:
-            row = conn.execute(
-                "SELECT role, status FROM messages WHERE thread_id = ? AND seq = ?",
-                (thread_id, sequence_num),
-            ).fetchone()
-            if row is None:
-                thread_row(conn, thread_id)
-                raise MessageNotFoundError(f"thread {thread_id!r} has no message {sequence_num}")
-            if AgentMessageStatus(row[1]).is_terminal():
-                raise MessageFinalizedError(
-                    f"message {sequence_num} of thread {thread_id!r} is {row[1]}; it can no "
-                    "longer change in place"
-                )
-            if row[0] != message.role.value:
-                raise ValueError(f"message {sequence_num} is {row[0]}; its role cannot change")
+            row, held = self._generating_row(conn, thread_id, sequence_num, message.role)
+            added = extension(held, list(message.content))
+            if added is not None:
+                self._grow(conn, thread_id, sequence_num, row, held, added, message.status.value)
+                return
             revision = bump_revision(conn, thread_id)
             conn.execute(
-                "UPDATE messages SET status = ?, content = ?, revision = ? "
-                "WHERE thread_id = ? AND seq = ?",
-                (message.status.value, content, revision, thread_id, sequence_num),
+                "UPDATE messages SET status = ?1, content = ?2, revision = ?3, "
+                "base_revision = ?3, block_revisions = NULL WHERE thread_id = ?4 AND seq = ?5",
+                (
+                    message.status.value,
+                    encode_blocks(message.content),
+                    revision,
+                    thread_id,
+                    sequence_num,
+                ),
             )
+            self._rewind_marks(conn, thread_id, sequence_num, revision)
+
+    def _generating_row(
+        self,
+        conn: sqlite3.Connection,
+        thread_id: str,
+        sequence_num: int,
+        role: AgentRole | None,
+    ) -> tuple[tuple[Any, ...], list[Any]]:
+        row = conn.execute(
+            "SELECT role, status, content, base_revision, block_revisions FROM messages "
+            "WHERE thread_id = ? AND seq = ?",
+            (thread_id, sequence_num),
+        ).fetchone()
+        if row is None:
+            thread_row(conn, thread_id)
+            raise MessageNotFoundError(f"thread {thread_id!r} has no message {sequence_num}")
+        if AgentMessageStatus(row[1]).is_terminal():
+            raise MessageFinalizedError(
+                f"message {sequence_num} of thread {thread_id!r} is {row[1]}; it can no "
+                "longer change in place"
+            )
+        if role is not None and row[0] != role.value:
+            raise ValueError(f"message {sequence_num} is {row[0]}; its role cannot change")
+        return tuple(row), decode_content(thread_id, sequence_num, row[2])
+
+    def _grow(
+        self,
+        conn: sqlite3.Connection,
+        thread_id: str,
+        sequence_num: int,
+        row: tuple[Any, ...],
+        held: list[Any],
+        added: list[Any],
+        status: str,
+    ) -> None:
+        revision = bump_revision(conn, thread_id)
+        base = row[3] if row[3] is not None else revision
+        revisions = json.loads(row[4]) if row[4] else [base] * len(held)
+        revisions += [revision] * len(added)
+        conn.execute(
+            "UPDATE messages SET status = ?, content = ?, revision = ?, block_revisions = ? "
+            "WHERE thread_id = ? AND seq = ?",
+            (
+                AgentMessageStatus(status).value,
+                encode_blocks([*held, *added]),
+                revision,
+                json.dumps(revisions),
+                thread_id,
+                sequence_num,
+            ),
+        )
+        if added:
             conn.execute(
                 "DELETE FROM compressed WHERE thread_id = ? AND seq = ?", (thread_id, sequence_num)
             )
+
+    def _rewind_marks(
+        self, conn: sqlite3.Connection, thread_id: str, sequence_num: int, revision: int
+    ) -> None:
+        # Clients drop every message from ``sequence_num`` on and are resent them whole.
+        conn.execute(
+            "UPDATE messages SET revision = ?1, base_revision = ?1 "
+            "WHERE thread_id = ?2 AND seq > ?3",
+            (revision, thread_id, sequence_num),
+        )
+        conn.execute(
+            "DELETE FROM compressed WHERE thread_id = ? AND seq = ?", (thread_id, sequence_num)
+        )
+        conn.execute(
+            "INSERT INTO resets (thread_id, revision, from_seq) VALUES (?, ?, ?)",
+            (thread_id, revision, sequence_num),
+        )
 
     def regenerate_turn(
         self, thread_id: str, sequence_num: int, replacement: AgentMessage | None = None
@@ -364,6 +527,7 @@ class SQLiteThreadStore:
 
     def delta_since(self, thread_id: str, continuation_token: str | None) -> AgentThreadDelta:
         """Everything that changed after ``continuation_token`` (None: the whole thread)."""
+        self.recover_interrupted(thread_id)
         with self._read() as conn:
             return read_delta(conn, thread_id, continuation_token)
 
@@ -393,3 +557,21 @@ class SQLiteThreadStore:
         """The thread's messages as seen at ``tier`` (originals where no variant exists)."""
         with self._read() as conn:
             return read_compressed_view(conn, thread_id, CompressionTier(tier))
+
+
+def extension(held: list[Any], new: list[Any]) -> list[Any] | None:
+    """The blocks to append to ``held`` so that it reads as ``new``, or None when ``new`` does
+    not extend ``held``. A last text block that grew becomes a new block with the added text."""
+    count = len(held)
+    if new[:count] == held:
+        return new[count:]
+    if not count or len(new) < count or new[: count - 1] != held[: count - 1]:
+        return None
+    last, grown = held[-1], new[count - 1]
+    if (
+        isinstance(last, AgentTextContent)
+        and isinstance(grown, AgentTextContent)
+        and grown.text.startswith(last.text)
+    ):
+        return [AgentTextContent(text=grown.text[len(last.text) :]), *new[count:]]
+    return None

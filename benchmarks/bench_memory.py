@@ -1,0 +1,162 @@
+"""Persisted runs: a self-chained run persisted vs in memory (beside a whole-file JSON rewrite
+per message, the public anchor's pattern), and the time from resuming a long thread to its
+first LLM call."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from roboz import Agent, AgentMode, tool
+from roboz.llm import MockLLMEndpoint
+from roboz.models import Empty, Int, Message, Role, Stop
+from roboz.threads import SQLiteThreadStore
+
+STEPS = 2000
+LONG_THREAD = 10_000
+
+
+def _chain_agent(store: SQLiteThreadStore | None, steps: int) -> Agent:
+    @tool
+    def start(input: Empty, messages: list[Message]) -> Int:
+        """Start counting."""
+        return Int(value=0)
+
+    @tool(chained_to=["start", "tick"], chain_condition=lambda x: x.value < steps)
+    def tick(input: Int, messages: list[Message]) -> Int:
+        """Count one up."""
+        return Int(value=input.value + 1)
+
+    @tool(chained_to=tick, chain_condition=lambda x: x.value >= steps)
+    def done(input: Int, messages: list[Message]) -> Stop:
+        """Stop at the end."""
+        return Stop(value=input.value)
+
+    return Agent(
+        name="chain",
+        mode=AgentMode.DETERMINISTIC,
+        default_tools=[start],
+        tools=[tick, done],
+        max_steps=steps + 10,
+        store=store,
+    )
+
+
+def _best(func: object, repeats: int) -> float:
+    timings = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        func()  # type: ignore[operator]
+        timings.append(time.perf_counter() - started)
+    return min(timings)
+
+
+def persisted_vs_memory(directory: Path, steps: int, repeats: int) -> None:
+    memory = _chain_agent(None, steps)
+    with SQLiteThreadStore(directory / "bench.db") as store:
+        persisted = _chain_agent(store, steps)
+        _, messages = persisted.invoke()
+        assert len(store.get_thread(persisted.thread_id or "").messages) == len(messages)
+        memory_s = _best(memory.invoke, repeats)
+        persisted_s = _best(persisted.invoke, repeats)
+    _, conversation = memory.invoke()
+    anchor = directory / "anchor.json"
+
+    def whole_file_rewrite() -> None:
+        # The anchor writes the growing conversation as one JSON file after every message.
+        written: list[dict[str, object]] = []
+        for message in conversation:
+            written.append(message.model_dump(mode="json"))
+            anchor.write_text(json.dumps(written))
+
+    anchor_s = _best(whole_file_rewrite, 1)
+    print(
+        f"{steps}-step self-chained run: in memory {memory_s * 1000:.0f} ms, persisted "
+        f"(SQLite, one row per message) {persisted_s * 1000:.0f} ms, ratio "
+        f"{persisted_s / memory_s:.2f}x (target <= 1.5x, well under 1 s)"
+    )
+    print(
+        f"  for scale, whole-file JSON rewrite per message (the anchor's pattern, writing "
+        f"only): {anchor_s * 1000:.0f} ms, {anchor_s / persisted_s:.1f}x the persisted run"
+    )
+
+
+def resume_to_first_llm_call(directory: Path, size: int, repeats: int) -> None:
+    path = directory / "long.db"
+    with SQLiteThreadStore(path) as store:
+        seeder = Agent(
+            name="long",
+            agent_endpoint=MockLLMEndpoint([{"action": "stop", "value": "seeded"}]),
+            tools=[],
+            initial_messages=[
+                Message(role=Role.USER if i % 2 == 0 else Role.ASSISTANT, content=f"m {i} " * 8)
+                for i in range(size)
+            ],
+            store=store,
+        )
+        from roboz.tools import stop
+
+        seeder.tools = [stop]
+        seeder.invoke(thread_id="long")
+    reached: list[float] = []
+
+    class FirstCall(MockLLMEndpoint):
+        def complete(self, records, *, on_delta=None, cancel=None):  # type: ignore[no-untyped-def,override]
+            reached.append(time.perf_counter())
+            return super().complete(records, on_delta=on_delta, cancel=cancel)
+
+    timings = []
+    for _ in range(repeats):
+        reached.clear()
+        with SQLiteThreadStore(path) as store:
+            agent = Agent(
+                name="long",
+                agent_endpoint=FirstCall(
+                    [{"action": "stop", "value": "again"}], keep_requests=False
+                ),
+                tools=[stop],
+                store=store,
+            )
+            started = time.perf_counter()
+            agent.invoke(thread_id="long")
+        timings.append(reached[0] - started)
+    best = min(timings)
+    print(
+        f"resume a {size:,}-message thread: {best * 1000:.0f} ms to the first LLM call "
+        "(target < 100 ms)"
+    )
+
+
+def compaction_check_cost(sizes: tuple[int, ...], calls: int) -> None:
+    from roboz.shed.tools.compaction import Compactor
+
+    figures = []
+    for size in sizes:
+        compactor = Compactor(endpoint=MockLLMEndpoint([]), max_context_tokens=10**9)
+        check = compactor.tool()
+        messages = [Message(role=Role.USER, content="x" * 40) for _ in range(size)]
+        check.run(Empty(), messages)  # a run's first check counts what is already there
+        started = time.perf_counter()
+        for _ in range(calls):
+            messages.append(Message(role=Role.TOOL, content="y" * 40))
+            check.run(Empty(), messages)
+        figures.append((size, (time.perf_counter() - started) / calls * 1e6))
+    small, large = figures[0], figures[-1]
+    print(
+        f"compaction check before an LLM call: {small[1]:.1f} µs at {small[0]:,} messages, "
+        f"{large[1]:.1f} µs at {large[0]:,} (ratio {large[1] / small[1]:.2f}x; O(1) means ~1x)"
+    )
+
+
+def main(quick: bool = False) -> int:
+    with tempfile.TemporaryDirectory() as directory:
+        persisted_vs_memory(Path(directory), STEPS, 2 if quick else 5)
+        resume_to_first_llm_call(Path(directory), LONG_THREAD, 2 if quick else 5)
+    compaction_check_cost((100, 10_000), 200 if quick else 2000)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,188 @@
+"""Nested agents: an agent offered to another as a tool.
+
+The parent's LLM (or a chain) invokes the tool with a typed input; the child runs to its
+``Stop`` on a conversation of its initial messages plus the input as a user message, and the
+Stop's value comes back as the tool's output. When the parent's run is persisted and the
+child has a store (the parent's, unless it has its own), the child's conversation is its own
+thread, linked to the parent's thread and tool call, so a user interface can open it.
+Cancelling the parent cancels the child. A child that fails raises NestedAgentError, which
+keeps the child's messages and names its thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from roboz.agent.current import current_agent
+from roboz.agent.errors import AgentConfigurationError, AgentRunError
+from roboz.models import Empty, Message, Role, Str
+from roboz.models.values import payload_json
+from roboz.tools import Tool
+
+if TYPE_CHECKING:
+    from roboz.agent.agent import Agent
+
+_CANCEL_POLL_S = 0.05
+
+
+class NestedAgentError(RuntimeError):
+    """A nested agent's run failed; ``messages`` are the child's, ``thread_id`` its thread.
+
+    Raised inside the parent's tool, so the parent's run reports it as that tool's error
+    (ToolExecutionError, with this as its cause) and keeps the parent's own messages.
+    """
+
+    def __init__(self, message: str, *, messages: list[Message], thread_id: str | None) -> None:
+        super().__init__(message)
+        self.messages = messages
+        self.thread_id = thread_id
+
+
+def _input_text(value: Empty) -> str:
+    if isinstance(value, Str):
+        return value.value
+    return payload_json(value)
+
+
+def _output(output_type: type[Empty], value: Any, label: str) -> Empty:
+    if isinstance(value, output_type):
+        return value
+    try:
+        if isinstance(value, Empty):
+            return output_type.model_validate(value.model_dump())
+        if isinstance(value, dict):
+            return output_type.model_validate(value)
+        return output_type.model_validate({"value": value})
+    except ValidationError as error:
+        raise TypeError(
+            f"{label}: the child's Stop value {value!r} does not fit {output_type.__name__}: "
+            f"{error}"
+        ) from None
+
+
+def agent_tool(
+    child: Agent | Any,
+    *,
+    name: str | None = None,
+    instruction: str | None = None,
+    input_type: type[Empty] = Str,
+    output_type: type[Empty] = Str,
+    chained_to: str | Tool | list[str | Tool] | tuple[str | Tool, ...] = (),
+) -> Tool:
+    """``child`` as a tool of another agent (see the module docstring).
+
+    ``child`` is an Agent or a DeployableAgent definition (built once, here; its background
+    agents run beside each of its runs). ``instruction`` defaults to the child's description.
+    The tool takes ``input_type`` and returns ``output_type``, built from the value of the
+    child's Stop; a chain into it whose parent's output does not fit ``input_type`` fails
+    when the parent agent is built, naming both.
+    """
+    from roboz.agent.agent import Agent
+
+    if not isinstance(child, Agent):
+        build = getattr(child, "build", None)
+        if build is None:
+            raise AgentConfigurationError(
+                f"agent_tool needs an Agent or a DeployableAgent, got {child!r}"
+            )
+        child = build()[0]
+    tool_name = name or child.name
+    label = f"nested agent {child.name!r} (tool {tool_name!r})"
+    if not (isinstance(input_type, type) and issubclass(input_type, Empty)):
+        raise AgentConfigurationError(f"{label}: input_type must be an Empty subclass")
+    if not (isinstance(output_type, type) and issubclass(output_type, Empty)):
+        raise AgentConfigurationError(f"{label}: output_type must be an Empty subclass")
+    text = instruction or child.description or f"Delegate a task to the agent {child.name!r}."
+
+    def run(value: Empty, messages: list[Message]) -> Empty:
+        parent = current_agent()
+        conversation = [
+            *child.initial_messages,
+            Message(role=Role.USER, content=_input_text(value)),
+        ]
+        thread_id = None
+        parent_thread_id = parent_tool_use_id = None
+        store = child.store
+        parent_thread = getattr(messages, "thread_id", None)
+        if parent is not None and parent_thread is not None:
+            if store is None:
+                store = parent.store
+            last_seq = getattr(messages, "last_seq", None)
+            parent_thread_id = parent_thread
+            if last_seq is not None:
+                from roboz.agent.persistence import action_of
+
+                # The call is the parent's action when the LLM asked for this tool; when a
+                # chain or a default ran it, the parent's thread mints the call on the row
+                # of this tool's result, the next one.
+                asked = action_of(messages[-1])
+                invoked = asked is not None and asked[0] == tool_name
+                parent_tool_use_id = f"tu_{last_seq if invoked else last_seq + 1}"
+            # Named after the call, so a resumed parent (another process) never reuses one.
+            call = parent_tool_use_id or f"x{uuid.uuid4().hex[:12]}"
+            thread_id = f"{parent_thread}.{tool_name}.{call}"
+        previous_store = child.store
+        child.store = store if thread_id is not None else previous_store
+        done = threading.Event()
+        watcher = None
+        parent_cancel = getattr(parent, "_cancel", None)
+        if parent_cancel is not None:
+            if parent_cancel.is_set():
+                raise NestedAgentError(
+                    f"{label}: the parent was cancelled", messages=conversation, thread_id=None
+                )
+
+            def watch() -> None:
+                while not done.wait(_CANCEL_POLL_S):
+                    if parent_cancel.is_set():
+                        child.cancel()
+                        return
+
+            watcher = threading.Thread(target=watch, name=f"roboz-nested-{tool_name}", daemon=True)
+            watcher.start()
+        try:
+            if child.store is not None and thread_id is not None:
+                # Created first, so the link is there from the child's first message on.
+                child.store.create_thread(
+                    org_id="local",
+                    created_by=child.name,
+                    thread_id=thread_id,
+                    created_from_agent_id=child.name,
+                    parent_thread_id=parent_thread_id,
+                    parent_tool_use_id=parent_tool_use_id,
+                )
+                stop, _ = child.invoke(conversation, thread_id=thread_id)
+            else:
+                stop, _ = child.invoke(conversation)
+        except AgentRunError as error:
+            raise NestedAgentError(
+                f"{label} failed: {error}",
+                messages=list(error.messages),
+                thread_id=thread_id,
+            ) from error
+        finally:
+            done.set()
+            if watcher is not None:
+                watcher.join()
+            child.store = previous_store
+        return _output(output_type, stop.value, label)
+
+    tool = Tool(
+        name=tool_name,
+        instruction=text,
+        input_type=input_type,
+        output_types=(output_type,),
+        func=run,
+        chained_to=_names(chained_to),
+    )
+    return tool
+
+
+def _names(chained_to: object) -> tuple[str, ...]:
+    if isinstance(chained_to, str | Tool):
+        chained_to = [chained_to]
+    return tuple(p.name if isinstance(p, Tool) else str(p) for p in chained_to)  # type: ignore[attr-defined]

@@ -1,0 +1,402 @@
+"""Agent runs persisted in the thread store: the run lease and one row per message.
+
+A persisted run writes each finalized message of the agent's conversation as one message row:
+the seed-001 blocks (what user interfaces read through ``get_thread`` and ``delta_since``) and,
+in ``extras``, the RoboZ message it was written from, losslessly. Both live in the same row, so
+the agent's conversation and the thread view cannot drift apart.
+
+One run at a time may write a thread. The lease is a column of the thread row, taken and
+checked inside the same transactions that write messages, so the database enforces it. Its
+owner names a process (host, pid, start time); a lease whose process is gone belongs to a run
+that was killed, and whoever opens the thread next marks that run interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from roboz.threads.content import AgentErrorContent
+from roboz.threads.errors import ThreadBusyError, ThreadNotFoundError
+from roboz.threads.record import (
+    AgentMessage,
+    AgentMessageStatus,
+    AgentRole,
+    AgentThreadStatus,
+    ThreadOrigin,
+    utc_now,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
+    from pathlib import Path
+
+NOTICE = '{"notice": true}'
+"""``extras`` of a row the store wrote about a run (e.g. "interrupted"): shown to user
+interfaces, never part of the agent's conversation."""
+
+DRAFT = '{"draft": true}'
+"""``extras`` of a reply still streaming in: user interfaces watch it grow; a resumed run
+skips it (the finished reply replaces it with its own extras)."""
+
+INTERRUPTED = "interrupted"
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (tells a live process from a reused pid)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+_HOST = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class RunLease:
+    """Proof that this process runs ``thread_id``: every write names ``owner``."""
+
+    thread_id: str
+    owner: str
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A message of a run as written: its role, its blocks already encoded (the format of
+    ``encode_blocks``) and the RoboZ message as JSON."""
+
+    role: AgentRole
+    content: str
+    extras: str
+
+
+class StoredRunMessage(NamedTuple):
+    """One row of a persisted run: the RoboZ ``extras`` (None when the row was written
+    through the thread API, e.g. a user message from a client) and, for such rows only, what
+    is needed to decode the seed-001 message (a resumed run needs ``extras`` alone, so the
+    blocks of the others are not even read)."""
+
+    seq: int
+    extras: str | None
+    thread_id: str
+    role: str | None
+    status: str | None
+    created: str | None
+    content: str | None
+
+    @property
+    def message(self) -> AgentMessage:
+        from roboz.threads._rows import message_from_row
+
+        if self.content is None:
+            raise ValueError(f"message {self.seq} was read without its blocks")
+        return message_from_row(
+            self.thread_id, (self.seq, self.role, self.status, self.created, self.content)
+        )
+
+
+def owner_is_alive(owner: str, pid: int | None, start: str | None) -> bool:
+    host = owner.split("|", 1)[0]
+    if host != _HOST or pid is None:
+        return True  # another host's process cannot be checked from here: assume it runs
+    if _start_time(pid) != start:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunStoreMixin:
+    """The persisted-run half of :class:`~roboz.threads.store.SQLiteThreadStore`."""
+
+    if TYPE_CHECKING:
+        path: Path
+        read_only: bool
+        _read: Callable[[], AbstractContextManager[sqlite3.Connection]]
+        _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
+
+        def _insert_message(
+            self,
+            conn: sqlite3.Connection,
+            thread_id: str,
+            message: AgentMessage,
+            content: str | None = None,
+            *,
+            allow_read_only: bool = True,
+            extras: str | None = None,
+        ) -> int: ...
+
+        def _allocate(
+            self, conn: sqlite3.Connection, thread_id: str, lease_owner: str | None
+        ) -> tuple[int, int]: ...
+
+        def _generating_row(
+            self,
+            conn: sqlite3.Connection,
+            thread_id: str,
+            sequence_num: int,
+            role: AgentRole | None,
+        ) -> tuple[tuple[Any, ...], list[Any]]: ...
+
+        def _grow(
+            self,
+            conn: sqlite3.Connection,
+            thread_id: str,
+            sequence_num: int,
+            row: tuple[Any, ...],
+            held: list[Any],
+            added: list[Any],
+            status: str,
+        ) -> None: ...
+
+        def _insert_thread(
+            self,
+            conn: sqlite3.Connection,
+            thread_id: str,
+            org_id: str,
+            created_by: str,
+            title: str | None,
+            meta: dict[str, Any],
+        ) -> None: ...
+
+    def _recover(self, conn: sqlite3.Connection, thread_id: str) -> bool:
+        """Inside a write: if a dead process holds the lease, mark its run interrupted and
+        free the thread. True when the thread is free now."""
+        row = conn.execute(
+            "SELECT lease_owner, lease_pid, lease_start FROM threads WHERE thread_id = ?",
+            (thread_id,),
+        ).fetchone()
+        if row is None:
+            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self.path}")
+        owner, pid, start = row
+        if owner is None:
+            return True
+        if owner_is_alive(owner, pid, start):
+            return False
+        notice = AgentMessage(
+            role=AgentRole.ROBOTO,
+            content=[
+                AgentErrorContent(
+                    error_message=f"the run was interrupted: its process {pid} ended before "
+                    "the run finished; continue it with invoke(thread_id=...)",
+                    error_code=INTERRUPTED,
+                )
+            ],
+            status=AgentMessageStatus.FAILED,
+        )
+        # A reply that was streaming when the process died will never finish.
+        revision = conn.execute(
+            "UPDATE threads SET revision = revision + 1 WHERE thread_id = ? RETURNING revision",
+            (thread_id,),
+        ).fetchone()[0]
+        conn.execute(
+            "UPDATE messages SET status = 'failed', revision = ? "
+            "WHERE thread_id = ? AND status = 'generating'",
+            (revision, thread_id),
+        )
+        self._insert_message(conn, thread_id, notice, extras=NOTICE)
+        self._release(conn, thread_id, AgentThreadStatus.USER_TURN)
+        return True
+
+    def recover_interrupted(self, thread_id: str) -> None:
+        """Mark the run of ``thread_id`` interrupted if its process died (no-op otherwise)."""
+        if self.read_only:
+            return
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT lease_owner, lease_pid, lease_start FROM threads WHERE thread_id = ?",
+                (thread_id,),
+            ).fetchone()
+        if row is None or row[0] is None or owner_is_alive(*row):
+            return
+        with self._write() as conn:
+            self._recover(conn, thread_id)
+
+    def _release(
+        self,
+        conn: sqlite3.Connection,
+        thread_id: str,
+        status: AgentThreadStatus,
+    ) -> None:
+        conn.execute(
+            "UPDATE threads SET lease_owner = NULL, lease_pid = NULL, lease_start = NULL, "
+            "status = ?, revision = revision + 1, status_revision = revision + 1 "
+            "WHERE thread_id = ?",
+            (AgentThreadStatus(status).value, thread_id),
+        )
+
+    def open_run(
+        self,
+        thread_id: str,
+        *,
+        org_id: str,
+        created_by: str,
+        created_from_agent_id: str | None,
+        initial: Sequence[RunRow] = (),
+    ) -> tuple[RunLease, list[StoredRunMessage], bool]:
+        """Take the run lease of ``thread_id``, creating the thread (with ``initial`` rows)
+        if it does not exist. Returns the lease, the stored rows and whether it was created.
+
+        A live run holding the thread raises ThreadBusyError; a dead one is marked
+        interrupted first.
+        """
+        owner = f"{_HOST}|{os.getpid()}|{uuid.uuid4().hex}"
+        pid, start = os.getpid(), _start_time(os.getpid())
+        with self._write() as conn:
+            exists = conn.execute(
+                "SELECT origin FROM threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+            created = exists is None
+            if created:
+                meta = {"created_from_agent_id": created_from_agent_id, "visibility": "private"}
+                self._insert_thread(conn, thread_id, org_id, created_by, None, meta)
+                for row in initial:
+                    self._insert_row(conn, thread_id, row, None)
+            else:
+                if exists[0] not in (None, ThreadOrigin.API.value):
+                    from roboz.threads.errors import ThreadReadOnlyError
+
+                    raise ThreadReadOnlyError(
+                        f"thread {thread_id!r} in {self.path} is owned by {exists[0]!r} and "
+                        "refuses new messages"
+                    )
+                if not self._recover(conn, thread_id):
+                    (holder,) = conn.execute(
+                        "SELECT lease_owner FROM threads WHERE thread_id = ?", (thread_id,)
+                    ).fetchone()
+                    host, holder_pid, _ = holder.split("|", 2)
+                    raise ThreadBusyError(
+                        f"thread {thread_id!r} in {self.path} is already being run (by pid "
+                        f"{holder_pid} on {host}); wait for that run to finish"
+                    )
+            conn.execute(
+                "UPDATE threads SET lease_owner = ?, lease_pid = ?, lease_start = ?, "
+                "status = ?, revision = revision + 1, status_revision = revision + 1 "
+                "WHERE thread_id = ?",
+                (owner, pid, start, AgentThreadStatus.ROBOTO_TURN.value, thread_id),
+            )
+            rows = conn.execute(
+                "SELECT seq, extras, thread_id, "
+                "CASE WHEN extras IS NULL THEN role END, CASE WHEN extras IS NULL THEN status END, "
+                "CASE WHEN extras IS NULL THEN created END, "
+                "CASE WHEN extras IS NULL THEN content END "
+                "FROM messages WHERE thread_id = ? ORDER BY seq",
+                (thread_id,),
+            ).fetchall()
+        return RunLease(thread_id, owner), list(map(StoredRunMessage._make, rows)), created
+
+    def _insert_row(
+        self, conn: sqlite3.Connection, thread_id: str, row: RunRow, lease_owner: str | None
+    ) -> int:
+        seq, revision = self._allocate(conn, thread_id, lease_owner)
+        conn.execute(
+            "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
+            "base_revision, extras) VALUES (?, ?, ?, 'completed', ?, ?, ?, ?, ?)",
+            (
+                thread_id,
+                seq,
+                row.role.value,
+                utc_now().isoformat(),
+                row.content,
+                revision,
+                revision,
+                row.extras,
+            ),
+        )
+        return seq
+
+    def append_run_message(
+        self,
+        lease: RunLease,
+        row: RunRow,
+        updated_extras: Sequence[tuple[int, str]] = (),
+    ) -> int:
+        """Commit one finalized message of the run (and refreshed extras of earlier ones,
+        e.g. how often a truncated message was shown) in one transaction."""
+        with self._write() as conn:
+            for seq, text in updated_extras:
+                conn.execute(
+                    "UPDATE messages SET extras = ? WHERE thread_id = ? AND seq = ?",
+                    (text, lease.thread_id, seq),
+                )
+            return self._insert_row(conn, lease.thread_id, row, lease.owner)
+
+    def open_draft(self, lease: RunLease) -> int:
+        """Start the row of a reply that streams in (grow it with ``append_blocks``)."""
+        with self._write() as conn:
+            seq, revision = self._allocate(conn, lease.thread_id, lease.owner)
+            conn.execute(
+                "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
+                "base_revision, extras) VALUES (?, ?, 'assistant', 'generating', ?, '[]', ?, ?, ?)",
+                (lease.thread_id, seq, utc_now().isoformat(), revision, revision, DRAFT),
+            )
+            return seq
+
+    def finish_draft(
+        self,
+        lease: RunLease,
+        sequence_num: int,
+        row: RunRow,
+        added: Sequence[Any],
+        updated_extras: Sequence[tuple[int, str]] = (),
+    ) -> None:
+        """Complete a streamed reply: append ``added`` blocks (the tool use) after the
+        streamed text and store the RoboZ message, in one transaction."""
+        with self._write() as conn:
+            (owner,) = conn.execute(
+                "SELECT lease_owner FROM threads WHERE thread_id = ?", (lease.thread_id,)
+            ).fetchone()
+            if owner != lease.owner:
+                raise ThreadBusyError(
+                    f"this run no longer holds thread {lease.thread_id!r} in {self.path}; "
+                    "nothing was written"
+                )
+            held_row, held = self._generating_row(conn, lease.thread_id, sequence_num, None)
+            self._grow(
+                conn, lease.thread_id, sequence_num, held_row, held, list(added), "completed"
+            )
+            for seq, text in [*updated_extras, (sequence_num, row.extras)]:
+                conn.execute(
+                    "UPDATE messages SET extras = ? WHERE thread_id = ? AND seq = ?",
+                    (text, lease.thread_id, seq),
+                )
+
+    def close_run(
+        self,
+        lease: RunLease,
+        status: AgentThreadStatus = AgentThreadStatus.USER_TURN,
+        notice: AgentMessage | None = None,
+    ) -> None:
+        """Release the lease (when still held), optionally writing a notice row first."""
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT lease_owner FROM threads WHERE thread_id = ?", (lease.thread_id,)
+            ).fetchone()
+            if row is None or row[0] != lease.owner:
+                return
+            if notice is not None:
+                self._insert_message(conn, lease.thread_id, notice, extras=NOTICE)
+            self._release(conn, lease.thread_id, status)
+
+    def run_state(self, thread_id: str) -> dict[str, Any]:
+        """Who holds the thread's run lease now (``owner`` None when nobody)."""
+        self.recover_interrupted(thread_id)
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT lease_owner, lease_pid FROM threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+        if row is None:
+            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self.path}")
+        return {"owner": row[0], "pid": row[1]}
