@@ -271,7 +271,9 @@ class PersistedConversation(list[Message]):
             "committed to the thread store"
         )
 
-    insert = remove = clear = sort = reverse = __setitem__ = __delitem__ = _refuse
+    # Assigned, not defined, so every mutator shares one refusal; the checkers cannot see that
+    # the signatures differ from list's on purpose.
+    insert = remove = clear = sort = reverse = __setitem__ = __delitem__ = _refuse  # pyright: ignore[reportAssignmentType]
 
     def pop(self, index: SupportsIndex = -1) -> Message:
         return self._refuse()  # type: ignore[no-any-return,unused-ignore]
