@@ -13,9 +13,11 @@ import os
 import posixpath
 import pwd
 import re
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
+
+from roboz_helper.run_states import NetworkMode
 
 DEFAULT_SOCKET = "/run/roboz-helper/helper.sock"
 
@@ -49,7 +51,7 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     workdir: str
     readonly_paths: tuple[str, ...] = ()
     writable_paths: tuple[str, ...] = ()
-    network: Literal["none", "loopback"] = "none"
+    network: NetworkMode = "none"
     commands: tuple[str, ...] = ()
     env: dict[str, str] = {}
     timeout_s: float = 30.0

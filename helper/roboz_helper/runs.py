@@ -1,17 +1,26 @@
-"""Turning an authorized request into a sandbox run, and its outcome into a Completion."""
+"""Turning an authorized request into a sandbox run, and its outcome into a RunCompletion."""
 
 from __future__ import annotations
 
 import secrets
 import shlex
-from typing import get_args
+from typing import TypeGuard, get_args
 
 from roboz_helper.policy import Profile, run_as_ids
-from roboz_helper.protocol import Completion, ExecCommand, Limit, Limits, RunScript, Status
+from roboz_helper.protocol import ExecCommand, Limits, RunCompletion, RunScript
+from roboz_helper.run_states import Limit, RunStatus
 from roboz_helper.sandbox import SandboxOutcome, SandboxSpec
 
-_STATUSES = frozenset(get_args(Status))
-_LIMITS = frozenset(get_args(Limit))
+_STATUSES: frozenset[str] = frozenset(get_args(RunStatus))
+_LIMITS: frozenset[str | None] = frozenset(get_args(Limit))
+
+
+def _is_status(value: str) -> TypeGuard[RunStatus]:
+    return value in _STATUSES
+
+
+def _is_limit(value: str | None) -> TypeGuard[Limit]:
+    return value in _LIMITS
 
 
 class RunRefused(ValueError):
@@ -81,23 +90,23 @@ def build_spec(
     )
 
 
-def completion_of(outcome: SandboxOutcome) -> Completion:
+def completion_of(outcome: SandboxOutcome) -> RunCompletion:
     """Map a sandbox outcome to the wire; an unknown status must not break strict clients."""
-    status = outcome.status
+    status: RunStatus = "failed"
     diagnostic = outcome.diagnostic
-    if status not in _STATUSES:
-        diagnostic = f"sandbox reported unknown status {status!r}: {diagnostic}"
-        status = "failed"
-    limit = outcome.limit if outcome.limit in _LIMITS else None
-    return Completion(
-        status=status,  # type: ignore[arg-type]  # checked against the Literal above
+    if _is_status(outcome.status):
+        status = outcome.status
+    else:
+        diagnostic = f"sandbox reported unknown status {outcome.status!r}: {diagnostic}"
+    return RunCompletion(
+        status=status,
         exit_code=outcome.exit_code,
         signal=outcome.signal,
         diagnostic=diagnostic,
         wall_time_s=float(outcome.wall_time_s),
         cpu_time_s=float(outcome.cpu_time_s),
         peak_memory_bytes=int(outcome.peak_memory_bytes),
-        limit=limit,  # type: ignore[arg-type]
+        limit=outcome.limit if _is_limit(outcome.limit) else None,
     )
 
 

@@ -24,13 +24,13 @@ from roboz_helper.listening import open_listening_socket
 from roboz_helper.peer import PeerCredentials, peer_credentials
 from roboz_helper.policy import Policy, PolicyError, Profile, match_client
 from roboz_helper.protocol import (
-    Completion,
     ExecCommand,
     FrameError,
     Greeting,
     ListScripts,
     ProtocolError,
     Request,
+    RunCompletion,
     RunScript,
     ScriptEntry,
 )
@@ -116,7 +116,7 @@ class HelperServer:
             if self._admitted >= self.policy.server.max_connections:
                 await _send(
                     writer,
-                    Completion(
+                    RunCompletion(
                         status="busy",
                         diagnostic=f"the helper is at its connection limit "
                         f"({self.policy.server.max_connections}); try again later",
@@ -133,7 +133,7 @@ class HelperServer:
             with contextlib.suppress(Exception):
                 await _send(
                     writer,
-                    Completion(status="killed", diagnostic="the helper is shutting down"),
+                    RunCompletion(status="killed", diagnostic="the helper is shutting down"),
                     timeout=1.0,
                 )
             raise
@@ -152,7 +152,7 @@ class HelperServer:
             peer = peer_credentials(writer.get_extra_info("socket"))
         except OSError as exc:
             await _send(
-                writer, Completion(status="refused", diagnostic=f"no peer credentials: {exc}")
+                writer, RunCompletion(status="refused", diagnostic=f"no peer credentials: {exc}")
             )
             return
         profile_name = match_client(self.policy, peer.uid, peer.gid, peer.groups)
@@ -162,7 +162,7 @@ class HelperServer:
             )
             await _send(
                 writer,
-                Completion(
+                RunCompletion(
                     status="refused",
                     diagnostic=f"uid {peer.uid} (gid {peer.gid}) is not authorized "
                     "by the helper's policy",
@@ -214,7 +214,7 @@ class HelperServer:
             log.error("cannot list %s: %s", profile.scripts_dir, exc)
             await _send(
                 writer,
-                Completion(
+                RunCompletion(
                     status="failed", diagnostic=f"scripts directory unavailable: {exc.strerror}"
                 ),
             )
@@ -224,7 +224,7 @@ class HelperServer:
                 protocol.encode_frame(ScriptEntry(name=entry.name, description=entry.description))
             )
             await asyncio.wait_for(writer.drain(), _SEND_TIMEOUT_S)
-        await _send(writer, Completion(status="listed", diagnostic=f"{len(entries)} scripts"))
+        await _send(writer, RunCompletion(status="listed", diagnostic=f"{len(entries)} scripts"))
         log.info(
             "run uid=%d pid=%d profile=%s list status=listed duration=%.3fs",
             peer.uid,
@@ -261,7 +261,7 @@ class HelperServer:
             record("busy")
             await _send(
                 writer,
-                Completion(
+                RunCompletion(
                     status="busy",
                     diagnostic=f"uid {peer.uid} already has "
                     f"{self.policy.server.max_runs_per_client} runs in progress",
@@ -281,7 +281,7 @@ class HelperServer:
             if script_fd is not None:
                 os.close(script_fd)
             record("refused", f" reason={str(exc)!r}")
-            await _send(writer, Completion(status="refused", diagnostic=str(exc)))
+            await _send(writer, RunCompletion(status="refused", diagnostic=str(exc)))
             return
 
         self._runs_per_uid[peer.uid] += 1
@@ -311,7 +311,7 @@ class HelperServer:
         writer: asyncio.StreamWriter,
         profile: Profile,
         spec: SandboxSpec,
-    ) -> Completion | None:
+    ) -> RunCompletion | None:
         """Run the sandbox while watching the client; None if the client went away."""
         gone = asyncio.Event()
         drain_timeout = profile.timeout_s + _DRAIN_GRACE_S
@@ -342,7 +342,7 @@ class HelperServer:
         exc = run.exception()
         if exc is not None:
             log.error("sandbox failed for run %s: %r", spec.run_id, exc, exc_info=exc)
-            return Completion(status="failed", diagnostic=f"sandbox error: {exc}")
+            return RunCompletion(status="failed", diagnostic=f"sandbox error: {exc}")
         return runs.completion_of(run.result())
 
 

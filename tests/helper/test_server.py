@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from roboz_helper import protocol
-from roboz_helper.protocol import Completion, Greeting, ProtocolError, ScriptEntry
+from roboz_helper.protocol import Greeting, ProtocolError, RunCompletion, ScriptEntry
 
 from roboz.shed.safe_scripts import (
     ClientRefused,
@@ -138,7 +138,7 @@ def test_list_scripts_wire_format(helper: HelperDaemon) -> None:
     sock.sendall(protocol.encode_frame(protocol.ListScripts()))
     frames = read_until_eof(sock)
     assert all(isinstance(f, ScriptEntry) for f in frames[:-1])
-    assert frames[-1] == Completion(status="listed", diagnostic=f"{len(frames) - 1} scripts")
+    assert frames[-1] == RunCompletion(status="listed", diagnostic=f"{len(frames) - 1} scripts")
 
 
 # --- authorization --------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_unknown_client_is_refused(helper: HelperDaemon) -> None:
             return repr(read_frame(sock))
 
     frame = as_user(NOBODY, NOBODY, first_frame)
-    assert frame.startswith("Completion(status='refused'")
+    assert frame.startswith("RunCompletion(status='refused'")
     assert f"uid {NOBODY} (gid {NOBODY}) is not authorized" in frame
     assert_still_serving(helper)
 
@@ -391,7 +391,7 @@ def test_connections_beyond_the_limit_get_busy(helper: HelperDaemon) -> None:
         try:
             first = [read_frame(s) for s in socks]
             greetings = [f for f in first if isinstance(f, Greeting)]
-            busy = [f for f in first if isinstance(f, Completion) and f.status == "busy"]
+            busy = [f for f in first if isinstance(f, RunCompletion) and f.status == "busy"]
             assert len(greetings) + len(busy) == 200
             assert all("connection limit" in b.diagnostic for b in busy)
             if len(greetings) < MAX_CONNECTIONS:
@@ -399,7 +399,7 @@ def test_connections_beyond_the_limit_get_busy(helper: HelperDaemon) -> None:
             assert len(greetings) == MAX_CONNECTIONS
             # A busy connection is closed right after its completion: a clean refusal.
             for sock, frame in zip(socks, first, strict=True):
-                if isinstance(frame, Completion):
+                if isinstance(frame, RunCompletion):
                     assert read_frame(sock) is None
             with pytest.raises(HelperBusy):
                 SafeScriptsClient(helper.socket_path).check()
@@ -548,7 +548,7 @@ def test_sigterm_kills_runs_and_removes_the_socket(needs_root: None) -> None:
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=60) == 0
         last = read_until_eof(sock)
-        assert last == [Completion(status="killed", diagnostic="the helper is shutting down")]
+        assert last == [RunCompletion(status="killed", diagnostic="the helper is shutting down")]
         assert processes_with(marker) == []
         assert not os.path.exists(socket_path)
     finally:

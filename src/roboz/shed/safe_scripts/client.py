@@ -1,7 +1,7 @@
 """Blocking client for the SafeScripts helper daemon.
 
 One call is one connection: connect, read the helper's greeting, send one request, read frames
-until the single Completion. Transport and protocol failures raise SafeScriptsError subclasses;
+until the single RunCompletion. Transport and protocol failures raise SafeScriptsError subclasses;
 a run that was refused, timed out or hit a limit is a normal result with that status, so an
 agent can read the diagnostic and react.
 """
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 from roboz_helper import protocol
 from roboz_helper.protocol import (
-    Completion,
     ExecCommand,
     FrameError,
     Greeting,
     ListScripts,
     Output,
     ProtocolError,
+    RunCompletion,
     RunScript,
     ScriptEntry,
 )
@@ -187,7 +187,7 @@ class SafeScriptsClient:
                 frame = conn.read()
                 if isinstance(frame, ScriptEntry):
                     found.append(ScriptInfo(frame.name, frame.description))
-                elif isinstance(frame, Completion):
+                elif isinstance(frame, RunCompletion):
                     if frame.status != "listed":
                         _raise_for_handshake(frame)
                         raise SafeScriptsError(f"listing failed: {frame.diagnostic}")
@@ -246,7 +246,7 @@ class SafeScriptsClient:
 
     def _greeting(self, conn: _Connection) -> Greeting:
         frame = conn.read()
-        if isinstance(frame, Completion):
+        if isinstance(frame, RunCompletion):
             _raise_for_handshake(frame)
         if not isinstance(frame, Greeting):
             raise ProtocolMismatch(f"expected a greeting, got {type(frame).__name__}")
@@ -277,7 +277,7 @@ class SafeScriptsClient:
                     (out if frame.stream == "stdout" else err).add(frame.data)
                     if on_output is not None:
                         on_output(frame.stream, frame.data)
-                elif isinstance(frame, Completion):
+                elif isinstance(frame, RunCompletion):
                     return ShellScriptResult(
                         status=frame.status,
                         exit_code=frame.exit_code,
@@ -297,7 +297,7 @@ class SafeScriptsClient:
             conn.sock.close()
 
 
-def _raise_for_handshake(frame: Completion) -> None:
+def _raise_for_handshake(frame: RunCompletion) -> None:
     if frame.status == "refused":
         raise ClientRefused(frame.diagnostic or "the helper refused this client")
     if frame.status == "busy":
