@@ -8,6 +8,7 @@ import asyncio
 import logging
 import sys
 
+from roboz_helper.log_format import configure_logging
 from roboz_helper.policy import PolicyError, load_policy
 
 EXIT_OK = 0
@@ -64,11 +65,7 @@ def _serve(args: argparse.Namespace) -> int:
     if args.socket is not None and not args.socket.startswith("/"):
         print(f"roboz-helper: --socket must be an absolute path: {args.socket}", file=sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(
-        level=args.log_level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_level)
     # Imported here so that check-policy works on a host without the sandbox's dependencies.
     from roboz_helper.listening import StartupError
     from roboz_helper.server import HelperServer

@@ -110,11 +110,8 @@ def completion_of(outcome: SandboxOutcome) -> RunCompletion:
     )
 
 
-def describe_request(request: RunScript | ExecCommand) -> str:
-    """What ran, for the log: quoted so a hostile argument cannot forge a log line."""
+def request_fields(request: RunScript | ExecCommand) -> dict[str, str]:
+    """What a request asks to run, as log fields (log_format quotes and escapes them)."""
     if isinstance(request, RunScript):
-        text = "script " + shlex.join([request.path, *request.args])
-    else:
-        text = "exec " + shlex.join(request.argv)
-    text = text.encode("unicode_escape").decode("ascii")
-    return text if len(text) <= 300 else text[:297] + "..."
+        return {"kind": "script", "argv": shlex.join([request.path, *request.args])}
+    return {"kind": "exec", "argv": shlex.join(request.argv)}

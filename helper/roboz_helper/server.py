@@ -21,6 +21,7 @@ from typing import Any
 
 from roboz_helper import protocol, runs, scripts
 from roboz_helper.listening import open_listening_socket
+from roboz_helper.log_format import fields
 from roboz_helper.peer import PeerCredentials, peer_credentials
 from roboz_helper.policy import Policy, PolicyError, Profile, match_client
 from roboz_helper.protocol import (
@@ -34,7 +35,7 @@ from roboz_helper.protocol import (
     RunScript,
     ScriptEntry,
 )
-from roboz_helper.sandbox import SandboxSpec, reclaim_stale_runs, run_in_sandbox
+from roboz_helper.sandbox import SandboxError, SandboxSpec, reclaim_stale_runs, run_in_sandbox
 from roboz_helper.systemd import notify, take_notify_socket
 
 log = logging.getLogger("roboz_helper")
@@ -76,7 +77,7 @@ class HelperServer:
             await self._serve_on(listening.sock)
         finally:
             listening.remove()
-            log.info("roboz-helper stopped")
+            log.info("roboz-helper stopped %s", fields(pid=os.getpid()))
 
     async def _serve_on(self, sock: socket.socket) -> None:
         options: dict[str, Any] = {"backlog": _BACKLOG}
@@ -88,7 +89,7 @@ class HelperServer:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.stop)
-        log.info("roboz-helper ready on %s (pid %d)", self.socket_path, os.getpid())
+        log.info("roboz-helper ready on %s", fields(socket=self.socket_path, pid=os.getpid()))
         notify("READY=1")
         try:
             await self._stopping.wait()
@@ -140,7 +141,7 @@ class HelperServer:
         except (ConnectionError, TimeoutError):
             pass  # the peer went away or stopped reading; nothing to tell it
         except Exception:
-            log.exception("unexpected error while serving a connection")
+            log.exception("connection_error %s", fields(reason="unexpected error"))
         finally:
             self._handlers.discard(task)
             writer.close()
@@ -158,7 +159,8 @@ class HelperServer:
         profile_name = match_client(self.policy, peer.uid, peer.gid, peer.groups)
         if profile_name is None:
             log.info(
-                "refused uid=%d gid=%d pid=%d: no [[clients]] rule", peer.uid, peer.gid, peer.pid
+                "refused %s",
+                fields(uid=peer.uid, gid=peer.gid, pid=peer.pid, reason="no [[clients]] rule"),
             )
             await _send(
                 writer,
@@ -193,7 +195,7 @@ class HelperServer:
             )
             return
         except FrameError as exc:
-            log.info("protocol error from uid=%d pid=%d: %s", peer.uid, peer.pid, exc)
+            log.info("protocol_error %s", fields(uid=peer.uid, pid=peer.pid, error=str(exc)))
             await _send(writer, ProtocolError(message=str(exc)))
             return
         except asyncio.IncompleteReadError:
@@ -211,7 +213,9 @@ class HelperServer:
         try:
             entries = await asyncio.to_thread(scripts.list_scripts, profile.scripts_dir)
         except OSError as exc:
-            log.error("cannot list %s: %s", profile.scripts_dir, exc)
+            log.error(
+                "list_failed %s", fields(profile=name, path=profile.scripts_dir, error=exc.strerror)
+            )
             await _send(
                 writer,
                 RunCompletion(
@@ -226,11 +230,16 @@ class HelperServer:
             await asyncio.wait_for(writer.drain(), _SEND_TIMEOUT_S)
         await _send(writer, RunCompletion(status="listed", diagnostic=f"{len(entries)} scripts"))
         log.info(
-            "run uid=%d pid=%d profile=%s list status=listed duration=%.3fs",
-            peer.uid,
-            peer.pid,
-            name,
-            time.monotonic() - started,
+            "run %s",
+            fields(
+                uid=peer.uid,
+                pid=peer.pid,
+                profile=name,
+                kind="list",
+                status="listed",
+                scripts=len(entries),
+                duration=f"{time.monotonic() - started:.3f}s",
+            ),
         )
 
     async def _run(
@@ -242,19 +251,22 @@ class HelperServer:
         profile: Profile,
         request: RunScript | ExecCommand,
     ) -> None:
-        what = runs.describe_request(request)
         started = time.monotonic()
+        run_id = runs.new_run_id()
 
-        def record(status: str, extra: str = "") -> None:
+        def record(status: str, **outcome: object) -> None:
             log.info(
-                "run uid=%d pid=%d profile=%s %s status=%s%s duration=%.3fs",
-                peer.uid,
-                peer.pid,
-                name,
-                what,
-                status,
-                extra,
-                time.monotonic() - started,
+                "run %s",
+                fields(
+                    uid=peer.uid,
+                    pid=peer.pid,
+                    profile=name,
+                    run=run_id,
+                    **runs.request_fields(request),
+                    status=status,
+                    **outcome,
+                    duration=f"{time.monotonic() - started:.3f}s",
+                ),
             )
 
         if self._runs_per_uid[peer.uid] >= self.policy.server.max_runs_per_client:
@@ -276,11 +288,11 @@ class HelperServer:
                 argv = [request.path, *request.args]
             else:
                 argv = runs.exec_argv(profile, request)
-            spec = runs.build_spec(profile, argv, script_fd, runs.new_run_id())
+            spec = runs.build_spec(profile, argv, script_fd, run_id)
         except (scripts.ScriptRefused, runs.RunRefused, PolicyError) as exc:
             if script_fd is not None:
                 os.close(script_fd)
-            record("refused", f" reason={str(exc)!r}")
+            record("refused", reason=str(exc))
             await _send(writer, RunCompletion(status="refused", diagnostic=str(exc)))
             return
 
@@ -288,7 +300,7 @@ class HelperServer:
         try:
             completion = await self._supervise(reader, writer, profile, spec)
         except asyncio.CancelledError:
-            record("killed", " reason='helper shutting down'")
+            record("killed", reason="helper shutting down")
             raise
         finally:
             self._runs_per_uid[peer.uid] -= 1
@@ -297,11 +309,14 @@ class HelperServer:
             if script_fd is not None:
                 os.close(script_fd)
         if completion is None:
-            record("killed", " reason='client disconnected'")
+            record("killed", reason="client disconnected")
             return
         record(
             completion.status,
-            f" exit={completion.exit_code} signal={completion.signal} limit={completion.limit}",
+            exit=completion.exit_code,
+            signal=completion.signal,
+            limit=completion.limit,
+            diagnostic=None if completion.status == "success" else completion.diagnostic,
         )
         await _send(writer, completion)
 
@@ -341,7 +356,13 @@ class HelperServer:
             return None
         exc = run.exception()
         if exc is not None:
-            log.error("sandbox failed for run %s: %r", spec.run_id, exc, exc_info=exc)
+            # A refused set-up step is reported, not a crash: its traceback only helps at DEBUG.
+            traceback = not isinstance(exc, SandboxError) or log.isEnabledFor(logging.DEBUG)
+            log.error(
+                "sandbox_failed %s",
+                fields(run=spec.run_id, error=f"{type(exc).__name__}: {exc}"),
+                exc_info=exc if traceback else None,
+            )
             return RunCompletion(status="failed", diagnostic=f"sandbox error: {exc}")
         return runs.completion_of(run.result())
 

@@ -47,57 +47,9 @@ from .conftest import (
     processes_with,
     wait_until,
 )
+from .wire import greeted, raw_connect, read_frame, read_until_eof
 
 pytestmark = pytest.mark.root
-
-
-# --- raw protocol helpers -------------------------------------------------------------------
-
-
-def raw_connect(path: str) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(30)
-    sock.connect(path)
-    return sock
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes | None:
-    buf = b""
-    while len(buf) < n:
-        try:
-            chunk = sock.recv(n - len(buf))
-        except ConnectionResetError:
-            # Linux reports a Unix peer that closed with our bytes still unread as a reset
-            # instead of EOF; for these tests both mean "the helper hung up".
-            chunk = b""
-        if not chunk:
-            assert not buf, f"connection ended inside a frame after {len(buf)} bytes"
-            return None
-        buf += chunk
-    return buf
-
-
-def read_frame(sock: socket.socket) -> protocol.Response | None:
-    """The next frame, or None at a clean EOF."""
-    header = recv_exactly(sock, 4)
-    if header is None:
-        return None
-    body = recv_exactly(sock, protocol.parse_length(header))
-    assert body is not None
-    return protocol.decode_response(body)
-
-
-def read_until_eof(sock: socket.socket) -> list[protocol.Response]:
-    frames = []
-    while (frame := read_frame(sock)) is not None:
-        frames.append(frame)
-    return frames
-
-
-def greeted(path: str) -> socket.socket:
-    sock = raw_connect(path)
-    assert isinstance(read_frame(sock), Greeting)
-    return sock
 
 
 def assert_still_serving(helper: HelperDaemon) -> None:
@@ -429,9 +381,9 @@ def test_run_script_round_trip(helper: HelperDaemon) -> None:
     assert helper.log_path is not None
     lines = [line for line in helper.log_path.read_text().splitlines() if marker in line]
     assert len(lines) == 1
-    assert "run uid=0 " in lines[0]
-    assert "profile=test script hello.sh" in lines[0]
-    assert "status=success" in lines[0]
+    assert " run uid=0 " in lines[0]
+    assert "profile=test run=" in lines[0]
+    assert f"kind=script argv=\"hello.sh 'a b' {marker}\" status=success exit=0" in lines[0]
     assert "duration=" in lines[0]
 
 
@@ -559,7 +511,7 @@ def test_sigterm_kills_runs_and_removes_the_socket(needs_root: None) -> None:
         log = daemon.stderr.read().decode()
         shutil.rmtree(base, ignore_errors=True)
     assert "roboz-helper stopped" in log
-    assert f"script sleeper.sh {marker} status=killed" in log
+    assert f'kind=script argv="sleeper.sh {marker}" status=killed' in log
 
 
 def test_refuses_to_replace_a_live_socket(helper: HelperDaemon) -> None:
