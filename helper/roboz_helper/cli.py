@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 
 from roboz_helper.log_format import configure_logging
@@ -57,6 +58,11 @@ def _check_policy(path: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    # Until the server installs its own handler, a SIGHUP (systemctl reload, a closed
+    # terminal) must not kill a starting daemon. SIGPIPE: a peer or a log reader that went
+    # away is an EPIPE to handle, never a reason to die (Python ignores it too; say so here).
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     try:
         policy = load_policy(args.policy)
     except PolicyError as exc:
@@ -71,7 +77,7 @@ def _serve(args: argparse.Namespace) -> int:
     from roboz_helper.server import HelperServer
 
     try:
-        asyncio.run(HelperServer(policy, args.socket).serve())
+        asyncio.run(HelperServer(policy, args.socket, args.policy).serve())
     except StartupError as exc:
         print(f"roboz-helper: {exc}", file=sys.stderr)
         return EXIT_FAILURE

@@ -16,6 +16,7 @@ import socket
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
@@ -23,7 +24,7 @@ from roboz_helper import protocol, runs, scripts
 from roboz_helper.listening import open_listening_socket
 from roboz_helper.log_format import fields
 from roboz_helper.peer import PeerCredentials, peer_credentials
-from roboz_helper.policy import Policy, PolicyError, Profile, match_client
+from roboz_helper.policy import Policy, PolicyError, Profile, load_policy, match_client
 from roboz_helper.protocol import (
     ExecCommand,
     FrameError,
@@ -47,20 +48,45 @@ _DRAIN_GRACE_S = 10.0
 _BACKLOG = 1024
 
 
+# Server settings that belong to the bound socket: a reload cannot change them.
+_RESTART_ONLY = ("socket", "socket_group", "socket_mode")
+
+
 def _helper_version() -> str:
     try:
-        return metadata.version("roboz")
+        return metadata.version("roboz-helper")
     except metadata.PackageNotFoundError:
         return "unknown"
 
 
+@dataclass(frozen=True)
+class _Client:
+    """An authorized peer and the rules it was greeted with."""
+
+    peer: PeerCredentials
+    profile_name: str
+    profile: Profile
+    max_runs: int
+
+
 class HelperServer:
-    def __init__(self, policy: Policy, socket_path: str | None = None) -> None:
+    """Serves clients under `policy`; SIGHUP re-reads `policy_path` (when given).
+
+    A connection works with the policy in force when it was accepted, from the greeting to
+    the end of its run, so a reload never changes the rules of an exchange under way.
+    """
+
+    def __init__(
+        self, policy: Policy, socket_path: str | None = None, policy_path: str | None = None
+    ) -> None:
         self.policy = policy
+        self.policy_path = policy_path
         self.socket_path = socket_path or policy.server.socket
         self._admitted = 0
         self._runs_per_uid: Counter[int] = Counter()
         self._handlers: set[asyncio.Task[None]] = set()
+        self._reloading: asyncio.Task[None] | None = None
+        self._reload_again = False
         self._stopping = asyncio.Event()
         self._version = _helper_version()
 
@@ -89,7 +115,11 @@ class HelperServer:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.stop)
-        log.info("roboz-helper ready on %s", fields(socket=self.socket_path, pid=os.getpid()))
+        loop.add_signal_handler(signal.SIGHUP, self.reload)
+        log.info(
+            "roboz-helper ready on %s",
+            fields(socket=self.socket_path, pid=os.getpid(), policy=self.policy_path),
+        )
         notify("READY=1")
         try:
             await self._stopping.wait()
@@ -101,11 +131,62 @@ class HelperServer:
             for task in list(self._handlers):
                 task.cancel()
             await asyncio.gather(*self._handlers, return_exceptions=True)
-            for signum in (signal.SIGTERM, signal.SIGINT):
+            if self._reloading is not None:
+                self._reloading.cancel()
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(signum)
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a late reload must not kill us
 
     def stop(self) -> None:
         self._stopping.set()
+
+    def reload(self) -> None:
+        """SIGHUP: re-read and validate the policy file in the background.
+
+        Signals that arrive during a reload make one more reload afterwards, so the file's
+        last state always wins, however fast an operator (or a script) sends them.
+        """
+        if self._reloading is not None and not self._reloading.done():
+            self._reload_again = True
+            return
+        self._reloading = asyncio.get_running_loop().create_task(self._reload())
+
+    async def _reload(self) -> None:
+        self._reload_again = True
+        while self._reload_again:
+            self._reload_again = False
+            await self._reload_once()
+
+    async def _reload_once(self) -> None:
+        if self.policy_path is None:
+            log.warning("policy_reload_skipped %s", fields(reason="serving without a policy file"))
+            return
+        try:
+            # A thread: user and group lookups may ask a directory service.
+            new = await asyncio.to_thread(load_policy, self.policy_path)
+        except PolicyError as exc:
+            log.error(
+                "policy_reload_failed %s",
+                fields(path=self.policy_path, error=str(exc), keeping="previous policy"),
+            )
+            return
+        old = self.policy
+        self.policy = new
+        log.info(
+            "policy_reloaded %s",
+            fields(
+                path=self.policy_path,
+                profiles=len(new.profiles),
+                clients=len(new.clients),
+                applies_to="new connections",
+            ),
+        )
+        pending = [k for k in _RESTART_ONLY if getattr(new.server, k) != getattr(old.server, k)]
+        if pending:
+            log.warning(
+                "policy_reload_incomplete %s",
+                fields(settings=",".join(f"server.{k}" for k in pending), until="restart"),
+            )
 
     # --- one connection -----------------------------------------------------------------------
 
@@ -113,20 +194,21 @@ class HelperServer:
         task = asyncio.current_task()
         assert task is not None
         self._handlers.add(task)
+        policy = self.policy  # this connection's rules, whatever a reload does meanwhile
         try:
-            if self._admitted >= self.policy.server.max_connections:
+            if self._admitted >= policy.server.max_connections:
                 await _send(
                     writer,
                     RunCompletion(
                         status="busy",
                         diagnostic=f"the helper is at its connection limit "
-                        f"({self.policy.server.max_connections}); try again later",
+                        f"({policy.server.max_connections}); try again later",
                     ),
                 )
                 return
             self._admitted += 1
             try:
-                await self._converse(reader, writer)
+                await self._converse(reader, writer, policy)
             finally:
                 self._admitted -= 1
         except asyncio.CancelledError:
@@ -148,7 +230,9 @@ class HelperServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
-    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _converse(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, policy: Policy
+    ) -> None:
         try:
             peer = peer_credentials(writer.get_extra_info("socket"))
         except OSError as exc:
@@ -156,7 +240,7 @@ class HelperServer:
                 writer, RunCompletion(status="refused", diagnostic=f"no peer credentials: {exc}")
             )
             return
-        profile_name = match_client(self.policy, peer.uid, peer.gid, peer.groups)
+        profile_name = match_client(policy, peer.uid, peer.gid, peer.groups)
         if profile_name is None:
             log.info(
                 "refused %s",
@@ -171,7 +255,7 @@ class HelperServer:
                 ),
             )
             return
-        profile = self.policy.profiles[profile_name]
+        profile = policy.profiles[profile_name]
         await _send(
             writer,
             Greeting(
@@ -179,19 +263,17 @@ class HelperServer:
                 helper_version=self._version,
                 profile=profile_name,
                 uid=peer.uid,
-                limits=runs.limits_of(profile, self.policy.server.max_runs_per_client),
+                limits=runs.limits_of(profile, policy.server.max_runs_per_client),
             ),
         )
         try:
             request = await asyncio.wait_for(
-                _read_request(reader), self.policy.server.handshake_timeout_s
+                _read_request(reader), policy.server.handshake_timeout_s
             )
         except TimeoutError:
             await _send(
                 writer,
-                ProtocolError(
-                    message=f"no request within {self.policy.server.handshake_timeout_s:g}s"
-                ),
+                ProtocolError(message=f"no request within {policy.server.handshake_timeout_s:g}s"),
             )
             return
         except FrameError as exc:
@@ -201,14 +283,14 @@ class HelperServer:
         except asyncio.IncompleteReadError:
             return  # the client hung up before finishing its request
 
+        client = _Client(peer, profile_name, profile, policy.server.max_runs_per_client)
         if isinstance(request, ListScripts):
-            await self._list(writer, peer, profile_name, profile)
+            await self._list(writer, client)
         else:
-            await self._run(reader, writer, peer, profile_name, profile, request)
+            await self._run(reader, writer, client, request)
 
-    async def _list(
-        self, writer: asyncio.StreamWriter, peer: PeerCredentials, name: str, profile: Profile
-    ) -> None:
+    async def _list(self, writer: asyncio.StreamWriter, client: _Client) -> None:
+        peer, name, profile = client.peer, client.profile_name, client.profile
         started = time.monotonic()
         try:
             entries = await asyncio.to_thread(scripts.list_scripts, profile.scripts_dir)
@@ -246,11 +328,10 @@ class HelperServer:
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        peer: PeerCredentials,
-        name: str,
-        profile: Profile,
+        client: _Client,
         request: RunScript | ExecCommand,
     ) -> None:
+        peer, name, profile = client.peer, client.profile_name, client.profile
         started = time.monotonic()
         run_id = runs.new_run_id()
 
@@ -269,14 +350,13 @@ class HelperServer:
                 ),
             )
 
-        if self._runs_per_uid[peer.uid] >= self.policy.server.max_runs_per_client:
+        if self._runs_per_uid[peer.uid] >= client.max_runs:
             record("busy")
             await _send(
                 writer,
                 RunCompletion(
                     status="busy",
-                    diagnostic=f"uid {peer.uid} already has "
-                    f"{self.policy.server.max_runs_per_client} runs in progress",
+                    diagnostic=f"uid {peer.uid} already has {client.max_runs} runs in progress",
                 ),
             )
             return

@@ -140,6 +140,16 @@ def make_base(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
 
 
+def own_daemon_files(prefix: str, socket_mode: int = 0o666) -> tuple[Path, str, Path]:
+    """A tree, socket path and policy for a test that starts (and stops) its own daemon."""
+    base = make_base(prefix)
+    build_tree(base)
+    socket_path = str(base / "helper.sock")
+    policy = base / "policy.toml"
+    policy.write_text(policy_text(base, socket_path, socket_mode))
+    return base, socket_path, policy
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
     """Poll for an eventual state. Not a speed assertion: the bound only stops a hung test."""
     deadline = time.monotonic() + timeout

@@ -41,9 +41,7 @@ from .conftest import (
     NOBODY,
     HelperDaemon,
     as_user,
-    build_tree,
-    make_base,
-    policy_text,
+    own_daemon_files,
     processes_with,
     wait_until,
 )
@@ -476,17 +474,8 @@ def test_a_killed_client_leaves_no_process_behind(helper: HelperDaemon) -> None:
 # --- shutdown and systemd integration (each with its own daemon) ----------------------------
 
 
-def _own_daemon(tmp_name: str, socket_mode: int = 0o666) -> tuple[Path, str, Path]:
-    base = make_base(tmp_name)
-    build_tree(base)
-    socket_path = str(base / "helper.sock")
-    policy = base / "policy.toml"
-    policy.write_text(policy_text(base, socket_path, socket_mode))
-    return base, socket_path, policy
-
-
 def test_sigterm_kills_runs_and_removes_the_socket(needs_root: None) -> None:
-    base, socket_path, policy = _own_daemon("roboz-helper-sigterm-", socket_mode=0o660)
+    base, socket_path, policy = own_daemon_files("roboz-helper-sigterm-", socket_mode=0o660)
     daemon = subprocess.Popen(serve_command(policy, socket_path), stderr=subprocess.PIPE)
     marker = f"roboz-term-{uuid.uuid4().hex}"
     try:
@@ -527,7 +516,7 @@ def test_refuses_to_replace_a_live_socket(helper: HelperDaemon) -> None:
 
 
 def test_socket_activation_and_readiness(needs_root: None) -> None:
-    base, socket_path, policy = _own_daemon("roboz-helper-activation-")
+    base, socket_path, policy = own_daemon_files("roboz-helper-activation-")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(16)

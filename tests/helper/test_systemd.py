@@ -112,6 +112,8 @@ def test_service_is_a_notify_service_that_may_create_cgroups() -> None:
     assert "roboz-helper.socket" in service["Requires"]
     (exec_start,) = service["ExecStart"]
     assert " serve --policy /etc/roboz-helper/policy.toml" in exec_start
+    # systemctl reload is the daemon's SIGHUP policy reload.
+    assert service["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
     # Namespaces the sandbox needs stay allowed; user namespaces (for runs too) do not.
     allowed = set(service["RestrictNamespaces"][0].split())
     assert allowed == {"cgroup", "ipc", "mnt", "net", "pid", "uts"}
