@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from roboz_helper import protocol, runs, scripts
+from roboz_helper import host_paths, protocol, runs, scripts
 from roboz_helper.listening import open_listening_socket
 from roboz_helper.log_format import fields
 from roboz_helper.peer import PeerCredentials, peer_credentials
-from roboz_helper.policy import Policy, PolicyError, Profile, load_policy, match_client
+from roboz_helper.policy import Policy, PolicyError, Profile, match_client
 from roboz_helper.protocol import (
     ExecCommand,
     FrameError,
@@ -69,6 +69,33 @@ class _Client:
     max_runs: int
 
 
+class _RunRecord:
+    """The one log line of an exchange: who, under which profile, what, how it ended."""
+
+    def __init__(self, client: _Client, what: dict[str, str], run_id: str | None = None) -> None:
+        self.client = client
+        self.what = what
+        self.run_id = run_id
+        self.started = time.monotonic()
+
+    def __call__(self, status: str, level: int = logging.INFO, **outcome: object) -> None:
+        peer = self.client.peer
+        log.log(
+            level,
+            "run %s",
+            fields(
+                uid=peer.uid,
+                pid=peer.pid,
+                profile=self.client.profile_name,
+                run=self.run_id,
+                **self.what,
+                status=status,
+                **outcome,
+                duration=f"{time.monotonic() - self.started:.3f}s",
+            ),
+        )
+
+
 class HelperServer:
     """Serves clients under `policy`; SIGHUP re-reads `policy_path` (when given).
 
@@ -88,6 +115,8 @@ class HelperServer:
         self._reloading: asyncio.Task[None] | None = None
         self._reload_again = False
         self._stopping = asyncio.Event()
+        # The signal that stopped the daemon, so the command can exit 130 after a SIGINT.
+        self.stopped_by: int | None = None
         self._version = _helper_version()
 
     # --- life cycle ---------------------------------------------------------------------------
@@ -114,7 +143,7 @@ class HelperServer:
         server = await asyncio.start_unix_server(self._on_connect, sock=sock, **options)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, self.stop)
+            loop.add_signal_handler(signum, self.stop, signum)
         loop.add_signal_handler(signal.SIGHUP, self.reload)
         log.info(
             "roboz-helper ready on %s",
@@ -137,7 +166,10 @@ class HelperServer:
                 loop.remove_signal_handler(signum)
             signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a late reload must not kill us
 
-    def stop(self) -> None:
+    def stop(self, signum: int | None = None) -> None:
+        """Shut down: kill runs in progress, tell their clients, close the socket."""
+        if self.stopped_by is None:
+            self.stopped_by = signum
         self._stopping.set()
 
     def reload(self) -> None:
@@ -163,7 +195,7 @@ class HelperServer:
             return
         try:
             # A thread: user and group lookups may ask a directory service.
-            new = await asyncio.to_thread(load_policy, self.policy_path)
+            new = await asyncio.to_thread(host_paths.load_usable_policy, self.policy_path)
         except PolicyError as exc:
             log.error(
                 "policy_reload_failed %s",
@@ -290,20 +322,19 @@ class HelperServer:
             await self._run(reader, writer, client, request)
 
     async def _list(self, writer: asyncio.StreamWriter, client: _Client) -> None:
-        peer, name, profile = client.peer, client.profile_name, client.profile
-        started = time.monotonic()
+        record = _RunRecord(client, {"kind": "list"})
+        profile = client.profile
+        unusable = _unusable(host_paths.listing_problems(client.profile_name, profile))
+        if unusable is not None:
+            record("refused", logging.WARNING, reason=unusable)
+            await _send(writer, RunCompletion(status="refused", diagnostic=unusable))
+            return
         try:
             entries = await asyncio.to_thread(scripts.list_scripts, profile.scripts_dir)
         except OSError as exc:
-            log.error(
-                "list_failed %s", fields(profile=name, path=profile.scripts_dir, error=exc.strerror)
-            )
-            await _send(
-                writer,
-                RunCompletion(
-                    status="failed", diagnostic=f"scripts directory unavailable: {exc.strerror}"
-                ),
-            )
+            diagnostic = f"scripts directory unavailable: {exc.strerror}"
+            record("failed", logging.WARNING, reason=diagnostic)
+            await _send(writer, RunCompletion(status="failed", diagnostic=diagnostic))
             return
         for entry in entries:
             writer.write(
@@ -311,18 +342,7 @@ class HelperServer:
             )
             await asyncio.wait_for(writer.drain(), _SEND_TIMEOUT_S)
         await _send(writer, RunCompletion(status="listed", diagnostic=f"{len(entries)} scripts"))
-        log.info(
-            "run %s",
-            fields(
-                uid=peer.uid,
-                pid=peer.pid,
-                profile=name,
-                kind="list",
-                status="listed",
-                scripts=len(entries),
-                duration=f"{time.monotonic() - started:.3f}s",
-            ),
-        )
+        record("listed", scripts=len(entries))
 
     async def _run(
         self,
@@ -331,25 +351,9 @@ class HelperServer:
         client: _Client,
         request: RunScript | ExecCommand,
     ) -> None:
-        peer, name, profile = client.peer, client.profile_name, client.profile
-        started = time.monotonic()
+        peer, profile = client.peer, client.profile
         run_id = runs.new_run_id()
-
-        def record(status: str, **outcome: object) -> None:
-            log.info(
-                "run %s",
-                fields(
-                    uid=peer.uid,
-                    pid=peer.pid,
-                    profile=name,
-                    run=run_id,
-                    **runs.request_fields(request),
-                    status=status,
-                    **outcome,
-                    duration=f"{time.monotonic() - started:.3f}s",
-                ),
-            )
-
+        record = _RunRecord(client, runs.request_fields(request), run_id)
         if self._runs_per_uid[peer.uid] >= client.max_runs:
             record("busy")
             await _send(
@@ -359,6 +363,11 @@ class HelperServer:
                     diagnostic=f"uid {peer.uid} already has {client.max_runs} runs in progress",
                 ),
             )
+            return
+        unusable = _unusable(host_paths.run_problems(client.profile_name, profile))
+        if unusable is not None:
+            record("refused", logging.WARNING, reason=unusable)
+            await _send(writer, RunCompletion(status="refused", diagnostic=unusable))
             return
         script_fd: int | None = None
         try:
@@ -445,6 +454,16 @@ class HelperServer:
             )
             return RunCompletion(status="failed", diagnostic=f"sandbox error: {exc}")
         return runs.completion_of(run.result())
+
+
+def _unusable(problems: list[host_paths.PathProblem]) -> str | None:
+    """The refusal for a profile whose paths the host no longer provides, if so."""
+    if not problems:
+        return None
+    return (
+        f"this profile cannot run on this host: {problems[0]} "
+        "(the helper's administrator can run `roboz-helper check-policy` on its policy)"
+    )
 
 
 async def _read_request(reader: asyncio.StreamReader) -> Request:

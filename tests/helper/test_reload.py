@@ -5,77 +5,18 @@ a vanished peer brings can kill the daemon. Each test runs its own real daemon."
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from roboz_helper import protocol
 from roboz_helper.protocol import Greeting, RunCompletion
 
 from roboz.shed.safe_scripts import SafeScriptsClient
-from tests.helper_daemon import serve_command, wait_for_socket
 
-from .conftest import own_daemon_files, wait_until
+from .conftest import OwnHelper, wait_until
 from .wire import raw_connect, read_frame, read_until_eof
 
 pytestmark = pytest.mark.root
-
-
-@dataclass
-class OwnHelper:
-    base: Path
-    socket_path: str
-    policy_path: Path
-    log_path: Path
-    process: subprocess.Popen[bytes]
-
-    def log(self) -> str:
-        return self.log_path.read_text()
-
-    def log_lines(self, event: str) -> list[str]:
-        return [line for line in self.log().splitlines() if f"roboz_helper: {event} " in line]
-
-    def write_policy(self, text: str) -> None:
-        # As an editor does: a new file renamed over the old one.
-        fresh = self.policy_path.with_suffix(".new")
-        fresh.write_text(text)
-        fresh.rename(self.policy_path)
-
-    def reload(self, event: str = "policy_reloaded") -> str:
-        """SIGHUP, then wait for the outcome's log line and return it."""
-        before = len(self.log_lines(event))
-        self.process.send_signal(signal.SIGHUP)
-        wait_until(lambda: len(self.log_lines(event)) > before, what=f"log line {event}")
-        return self.log_lines(event)[-1]
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-
-@pytest.fixture
-def own_helper(needs_root: None) -> Iterator[OwnHelper]:
-    base, socket_path, policy = own_daemon_files("roboz-helper-reload-")
-    log_path = base / "helper.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            serve_command(policy, socket_path), stdout=log, stderr=subprocess.STDOUT
-        )
-    try:
-        wait_for_socket(socket_path, proc=process)
-        yield OwnHelper(base, socket_path, policy, log_path, process)
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _without_echo(text: str) -> str:
