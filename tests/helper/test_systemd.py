@@ -3,6 +3,7 @@ agree with the shipped strict policy and with each other."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -227,6 +228,24 @@ def test_the_repository_shows_the_files_the_package_installs() -> None:
     package = ROOT / "helper" / "roboz_helper" / "system_files"
     for link in (SOCKET, SERVICE, UNITS / "roboz-helper.sysusers.conf", ROOT / "policies" / "strict.toml"):  # fmt: skip
         assert link.is_symlink() and link.resolve().parent == package
+
+
+def test_the_guide_installs_only_the_helper_with_commands_that_exist() -> None:
+    from roboz_helper.cli import _parser
+
+    guide = (UNITS / "README.md").read_text()
+    # The system Python has no RoboZ; the guide uses the installed environment or `roboz`.
+    assert "python3 -c" not in guide
+    assert "roboz[helper]" not in guide
+    assert "sudo /opt/roboz/venv/bin/pip install './helper[daemon]'" in guide
+    assert "sudo /opt/roboz/venv/bin/roboz-helper install-units\n" in guide
+    assert "sudo systemctl enable --now roboz-helper.socket\n" in guide
+    subcommands = next(
+        a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices
+    # Every command the guide runs (`roboz-helper X`, /opt/roboz/venv/bin/roboz-helper X) exists.
+    shown = set(re.findall(r"(?:/bin/|`)roboz-helper ([a-z][a-z-]+)", guide))
+    assert {"install-units", "check-policy", "serve"} <= shown <= set(subcommands)
 
 
 # --- the helper's side of the protocol with systemd (no service manager needed) --------------
