@@ -1,7 +1,7 @@
 """The `roboz-helper` command: serve, check-policy, install-units.
 
 Errors are one line on stderr starting `roboz-helper: error:`; `--debug` adds the traceback of
-the real cause. Exit codes, the same for every command (see EXIT_CODES_HELP):
+the real cause. Exit codes, the same for every command (see _EXIT_CODES_HELP):
 0 success, 1 the command could not do its job (socket in use, sandbox unavailable, a file that
 would be overwritten, a write that failed), 2 bad arguments or an invalid policy (its syntax,
 its values, or paths this host does not provide), 130 interrupted.
@@ -27,8 +27,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-PREFIX = "roboz-helper: error:"
-EXIT_CODES_HELP = (
+_PREFIX = "roboz-helper: error:"
+_EXIT_CODES_HELP = (
     "exit codes: 0 success; 1 the command could not do its job; 2 bad arguments or an invalid "
     "policy; 130 interrupted. Errors start with 'roboz-helper: error:'; --debug shows their cause."
 )
@@ -47,7 +47,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        print(f"{PREFIX} {message} (see {self.prog} --help)", file=sys.stderr)
+        print(f"{_PREFIX} {message} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
 
@@ -65,14 +65,14 @@ def _parser() -> argparse.ArgumentParser:
         prog="roboz-helper",
         description="SafeScripts helper: runs authorized clients' scripts and commands "
         "in a fresh sandbox per run.",
-        epilog=EXIT_CODES_HELP,
+        epilog=_EXIT_CODES_HELP,
     )
     _add_debug(parser, False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(
-            name, help=summary, description=description, epilog=EXIT_CODES_HELP
+            name, help=summary, description=description, epilog=_EXIT_CODES_HELP
         )
         # SUPPRESS: `roboz-helper --debug serve` and `roboz-helper serve --debug` both work.
         _add_debug(sub, argparse.SUPPRESS)
@@ -217,7 +217,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _report(error: BaseException, message: str, debug: bool) -> None:
     for line in message.splitlines() or [""]:
-        print(f"{PREFIX} {line}", file=sys.stderr)
+        print(f"{_PREFIX} {line}", file=sys.stderr)
     cause = error.__cause__ if isinstance(error, CliError) else error
     if debug and cause is not None:
         traceback.print_exception(cause, file=sys.stderr)
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         _report(exc, str(exc), args.debug)
         return exc.code
     except KeyboardInterrupt:
-        print(f"{PREFIX} interrupted", file=sys.stderr)
+        print(f"{_PREFIX} interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
         _report(exc, f"unexpected {type(exc).__name__}: {exc}", args.debug)

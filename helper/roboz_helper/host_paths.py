@@ -62,22 +62,17 @@ def _symlink_free(path: str) -> str | None:
     return None
 
 
-def _directory(path: str) -> str | None:
+def _directory(path: str, trusted: bool = False) -> str | None:
     info = _stat(path)
     if isinstance(info, str):
         return info
     if not stat.S_ISDIR(info.st_mode):
         return "is not a directory"
-    return None
+    return untrusted_reason(info) if trusted else None
 
 
 def _scripts_dir(path: str) -> str | None:
-    info = _stat(path)
-    if isinstance(info, str):
-        return info
-    if not stat.S_ISDIR(info.st_mode):
-        return "is not a directory"
-    return untrusted_reason(info)
+    return _directory(path, trusted=True)
 
 
 def _bindable(path: str) -> str | None:
@@ -129,7 +124,7 @@ def listing_problems(name: str, profile: Profile) -> list[PathProblem]:
     return _problems(f"profiles.{name}", [("scripts_dir", profile.scripts_dir, problem)])
 
 
-def profile_problems(name: str, profile: Profile) -> list[PathProblem]:
+def _profile_problems(name: str, profile: Profile) -> list[PathProblem]:
     """Every path of a profile, commands included."""
     commands = [(f"commands[{i}]", path, _command(path)) for i, path in enumerate(profile.commands)]
     return run_problems(name, profile) + _problems(f"profiles.{name}", commands)
@@ -139,7 +134,7 @@ def policy_problems(policy: Policy) -> list[PathProblem]:
     return [
         problem
         for name, profile in policy.profiles.items()
-        for problem in profile_problems(name, profile)
+        for problem in _profile_problems(name, profile)
     ]
 
 

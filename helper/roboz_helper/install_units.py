@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 DEFAULT_POLICY = "/etc/roboz-helper/policy.toml"
-SHIPPED_EXEC_START = "ExecStart=/opt/roboz/venv/bin/roboz-helper serve --policy " + DEFAULT_POLICY
+_SHIPPED_EXEC_START = "ExecStart=/opt/roboz/venv/bin/roboz-helper serve --policy " + DEFAULT_POLICY
 # systemd splits ExecStart on whitespace and expands % and $; such a path would need escaping,
 # and a path that needs escaping is one nobody should have to audit in a root service.
 _UNIT_SAFE_PATH = re.compile(r"/[A-Za-z0-9_@+,./-]*")
@@ -59,9 +59,9 @@ def helper_command() -> str:
 
 def _service(command: str, policy: str) -> str:
     text = _shipped("roboz-helper.service")
-    if text.count(SHIPPED_EXEC_START + "\n") != 1:
+    if text.count(_SHIPPED_EXEC_START + "\n") != 1:
         raise InstallError("the shipped service has no ExecStart line to rewrite")
-    return text.replace(SHIPPED_EXEC_START, f"ExecStart={command} serve --policy {policy}")
+    return text.replace(_SHIPPED_EXEC_START, f"ExecStart={command} serve --policy {policy}")
 
 
 def plan(prefix: Path, policy: str, command: str) -> list[PlannedFile]:

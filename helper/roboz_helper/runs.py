@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import secrets
 import shlex
-from typing import TypeGuard, get_args
+from typing import Any, TypeGuard, get_args
 
-from roboz_helper.policy import Profile, run_as_ids
+from roboz_helper.policy import NUMERIC_LIMITS, Profile, run_as_ids
 from roboz_helper.protocol import ExecCommand, Limits, RunCompletion, RunScript
 from roboz_helper.run_states import Limit, RunStatus
 from roboz_helper.sandbox import SandboxOutcome, SandboxSpec
@@ -31,19 +31,17 @@ def new_run_id() -> str:
     return secrets.token_hex(8)
 
 
+# What a profile limits, copied by name to the wire and to the sandbox (the names agree; a test
+# holds them to it), so a new limit is added in one place.
+LIMIT_FIELDS = (*NUMERIC_LIMITS, "network")
+
+
+def _profile_limits(profile: Profile) -> dict[str, Any]:
+    return {name: getattr(profile, name) for name in LIMIT_FIELDS}
+
+
 def limits_of(profile: Profile, max_runs: int) -> Limits:
-    return Limits(
-        timeout_s=profile.timeout_s,
-        max_output_bytes=profile.max_output_bytes,
-        pids_max=profile.pids_max,
-        memory_max_bytes=profile.memory_max_bytes,
-        cpu_time_s=profile.cpu_time_s,
-        max_file_bytes=profile.max_file_bytes,
-        tmp_size_bytes=profile.tmp_size_bytes,
-        nofile_max=profile.nofile_max,
-        network=profile.network,
-        max_runs=max_runs,
-    )
+    return Limits(**_profile_limits(profile), max_runs=max_runs)
 
 
 def check_args(args: list[str]) -> None:
@@ -76,17 +74,9 @@ def build_spec(
         workdir=profile.workdir,
         readonly_paths=tuple(profile.readonly_paths),
         writable_paths=tuple(profile.writable_paths),
-        network=profile.network,
         env=dict(profile.env),
-        timeout_s=profile.timeout_s,
-        max_output_bytes=profile.max_output_bytes,
-        pids_max=profile.pids_max,
-        memory_max_bytes=profile.memory_max_bytes,
-        tmp_size_bytes=profile.tmp_size_bytes,
-        max_file_bytes=profile.max_file_bytes,
-        nofile_max=profile.nofile_max,
-        cpu_time_s=profile.cpu_time_s,
         run_id=run_id,
+        **_profile_limits(profile),
     )
 
 
