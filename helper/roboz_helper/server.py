@@ -14,37 +14,39 @@ import os
 import signal
 import socket
 import sys
-import time
 from collections import Counter
-from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
 from roboz_helper import host_paths, protocol, runs, scripts
+from roboz_helper.exchange import (
+    SEND_TIMEOUT_S,
+    Client,
+    RunRecord,
+    read_request,
+    refusal_for,
+    send,
+    supervise,
+)
 from roboz_helper.listening import open_listening_socket
 from roboz_helper.log_format import fields
-from roboz_helper.peer import PeerCredentials, peer_credentials
-from roboz_helper.policy import Policy, PolicyError, Profile, match_client
+from roboz_helper.peer import peer_credentials
+from roboz_helper.policy import Policy, PolicyError, match_client
 from roboz_helper.protocol import (
     ExecCommand,
     FrameError,
     Greeting,
     ListScripts,
     ProtocolError,
-    Request,
     RunCompletion,
     RunScript,
     ScriptEntry,
 )
-from roboz_helper.sandbox import SandboxError, SandboxSpec, reclaim_stale_runs, run_in_sandbox
+from roboz_helper.sandbox import reclaim_stale_runs
 from roboz_helper.systemd import notify, take_notify_socket
 
 log = logging.getLogger("roboz_helper")
 
-# A peer that does not read its replies must not hold a handler forever.
-_SEND_TIMEOUT_S = 5.0
-# Grace on top of a run's own deadline for a client to take its output, before it counts as gone.
-_DRAIN_GRACE_S = 10.0
 _BACKLOG = 1024
 
 
@@ -57,43 +59,6 @@ def _helper_version() -> str:
         return metadata.version("roboz-helper")
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-@dataclass(frozen=True)
-class _Client:
-    """An authorized peer and the rules it was greeted with."""
-
-    peer: PeerCredentials
-    profile_name: str
-    profile: Profile
-    max_runs: int
-
-
-class _RunRecord:
-    """The one log line of an exchange: who, under which profile, what, how it ended."""
-
-    def __init__(self, client: _Client, what: dict[str, str], run_id: str | None = None) -> None:
-        self.client = client
-        self.what = what
-        self.run_id = run_id
-        self.started = time.monotonic()
-
-    def __call__(self, status: str, level: int = logging.INFO, **outcome: object) -> None:
-        peer = self.client.peer
-        log.log(
-            level,
-            "run %s",
-            fields(
-                uid=peer.uid,
-                pid=peer.pid,
-                profile=self.client.profile_name,
-                run=self.run_id,
-                **self.what,
-                status=status,
-                **outcome,
-                duration=f"{time.monotonic() - self.started:.3f}s",
-            ),
-        )
 
 
 class HelperServer:
@@ -229,7 +194,7 @@ class HelperServer:
         policy = self.policy  # this connection's rules, whatever a reload does meanwhile
         try:
             if self._admitted >= policy.server.max_connections:
-                await _send(
+                await send(
                     writer,
                     RunCompletion(
                         status="busy",
@@ -246,12 +211,13 @@ class HelperServer:
         except asyncio.CancelledError:
             # Shutdown: tell a waiting client why its exchange ends, if it still listens.
             with contextlib.suppress(Exception):
-                await _send(
+                await send(
                     writer,
                     RunCompletion(status="killed", diagnostic="the helper is shutting down"),
                     timeout=1.0,
                 )
-            raise
+            # The handler ends here, quietly: this task is the connection's top, and asyncio
+            # would log a cancelled client task as an error with a traceback.
         except (ConnectionError, TimeoutError):
             pass  # the peer went away or stopped reading; nothing to tell it
         except Exception:
@@ -268,7 +234,7 @@ class HelperServer:
         try:
             peer = peer_credentials(writer.get_extra_info("socket"))
         except OSError as exc:
-            await _send(
+            await send(
                 writer, RunCompletion(status="refused", diagnostic=f"no peer credentials: {exc}")
             )
             return
@@ -278,7 +244,7 @@ class HelperServer:
                 "refused %s",
                 fields(uid=peer.uid, gid=peer.gid, pid=peer.pid, reason="no [[clients]] rule"),
             )
-            await _send(
+            await send(
                 writer,
                 RunCompletion(
                     status="refused",
@@ -288,7 +254,7 @@ class HelperServer:
             )
             return
         profile = policy.profiles[profile_name]
-        await _send(
+        await send(
             writer,
             Greeting(
                 protocol_version=protocol.PROTOCOL_VERSION,
@@ -300,63 +266,63 @@ class HelperServer:
         )
         try:
             request = await asyncio.wait_for(
-                _read_request(reader), policy.server.handshake_timeout_s
+                read_request(reader), policy.server.handshake_timeout_s
             )
         except TimeoutError:
-            await _send(
+            await send(
                 writer,
                 ProtocolError(message=f"no request within {policy.server.handshake_timeout_s:g}s"),
             )
             return
         except FrameError as exc:
             log.info("protocol_error %s", fields(uid=peer.uid, pid=peer.pid, error=str(exc)))
-            await _send(writer, ProtocolError(message=str(exc)))
+            await send(writer, ProtocolError(message=str(exc)))
             return
         except asyncio.IncompleteReadError:
             return  # the client hung up before finishing its request
 
-        client = _Client(peer, profile_name, profile, policy.server.max_runs_per_client)
+        client = Client(peer, profile_name, profile, policy.server.max_runs_per_client)
         if isinstance(request, ListScripts):
             await self._list(writer, client)
         else:
             await self._run(reader, writer, client, request)
 
-    async def _list(self, writer: asyncio.StreamWriter, client: _Client) -> None:
-        record = _RunRecord(client, {"kind": "list"})
+    async def _list(self, writer: asyncio.StreamWriter, client: Client) -> None:
+        record = RunRecord(client, {"kind": "list"})
         profile = client.profile
-        unusable = _unusable(host_paths.listing_problems(client.profile_name, profile))
+        unusable = refusal_for(host_paths.listing_problems(client.profile_name, profile))
         if unusable is not None:
             record("refused", logging.WARNING, reason=unusable)
-            await _send(writer, RunCompletion(status="refused", diagnostic=unusable))
+            await send(writer, RunCompletion(status="refused", diagnostic=unusable))
             return
         try:
             entries = await asyncio.to_thread(scripts.list_scripts, profile.scripts_dir)
         except OSError as exc:
             diagnostic = f"scripts directory unavailable: {exc.strerror}"
             record("failed", logging.WARNING, reason=diagnostic)
-            await _send(writer, RunCompletion(status="failed", diagnostic=diagnostic))
+            await send(writer, RunCompletion(status="failed", diagnostic=diagnostic))
             return
         for entry in entries:
             writer.write(
                 protocol.encode_frame(ScriptEntry(name=entry.name, description=entry.description))
             )
-            await asyncio.wait_for(writer.drain(), _SEND_TIMEOUT_S)
-        await _send(writer, RunCompletion(status="listed", diagnostic=f"{len(entries)} scripts"))
+            await asyncio.wait_for(writer.drain(), SEND_TIMEOUT_S)
+        await send(writer, RunCompletion(status="listed", diagnostic=f"{len(entries)} scripts"))
         record("listed", scripts=len(entries))
 
     async def _run(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        client: _Client,
+        client: Client,
         request: RunScript | ExecCommand,
     ) -> None:
         peer, profile = client.peer, client.profile
         run_id = runs.new_run_id()
-        record = _RunRecord(client, runs.request_fields(request), run_id)
+        record = RunRecord(client, runs.request_fields(request), run_id)
         if self._runs_per_uid[peer.uid] >= client.max_runs:
             record("busy")
-            await _send(
+            await send(
                 writer,
                 RunCompletion(
                     status="busy",
@@ -364,10 +330,10 @@ class HelperServer:
                 ),
             )
             return
-        unusable = _unusable(host_paths.run_problems(client.profile_name, profile))
+        unusable = refusal_for(host_paths.run_problems(client.profile_name, profile))
         if unusable is not None:
             record("refused", logging.WARNING, reason=unusable)
-            await _send(writer, RunCompletion(status="refused", diagnostic=unusable))
+            await send(writer, RunCompletion(status="refused", diagnostic=unusable))
             return
         script_fd: int | None = None
         try:
@@ -382,12 +348,12 @@ class HelperServer:
             if script_fd is not None:
                 os.close(script_fd)
             record("refused", reason=str(exc))
-            await _send(writer, RunCompletion(status="refused", diagnostic=str(exc)))
+            await send(writer, RunCompletion(status="refused", diagnostic=str(exc)))
             return
 
         self._runs_per_uid[peer.uid] += 1
         try:
-            completion = await self._supervise(reader, writer, profile, spec)
+            completion = await supervise(reader, writer, profile, spec)
         except asyncio.CancelledError:
             record("killed", reason="helper shutting down")
             raise
@@ -407,91 +373,4 @@ class HelperServer:
             limit=completion.limit,
             diagnostic=None if completion.status == "success" else completion.diagnostic,
         )
-        await _send(writer, completion)
-
-    async def _supervise(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        profile: Profile,
-        spec: SandboxSpec,
-    ) -> RunCompletion | None:
-        """Run the sandbox while watching the client; None if the client went away."""
-        gone = asyncio.Event()
-        drain_timeout = profile.timeout_s + _DRAIN_GRACE_S
-
-        async def on_output(fd: int, chunk: bytes) -> None:
-            if gone.is_set() or writer.is_closing():
-                gone.set()
-                return
-            for frame in protocol.split_output("stdout" if fd == 1 else "stderr", chunk):
-                writer.write(protocol.encode_frame(frame))
-            try:
-                await asyncio.wait_for(writer.drain(), drain_timeout)
-            except (ConnectionError, TimeoutError):
-                gone.set()  # never raise into the sandbox; the watcher cancels the run
-
-        run = asyncio.create_task(run_in_sandbox(spec, on_output))
-        watch = asyncio.create_task(_client_gone(reader, gone))
-        try:
-            await asyncio.wait({run, watch}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            # Reached normally, on disconnect, and when this handler is cancelled at shutdown.
-            watch.cancel()
-            if not run.done():
-                run.cancel()
-            await asyncio.wait({run, watch})
-        if run.cancelled():
-            return None
-        exc = run.exception()
-        if exc is not None:
-            # A refused set-up step is reported, not a crash: its traceback only helps at DEBUG.
-            traceback = not isinstance(exc, SandboxError) or log.isEnabledFor(logging.DEBUG)
-            log.error(
-                "sandbox_failed %s",
-                fields(run=spec.run_id, error=f"{type(exc).__name__}: {exc}"),
-                exc_info=exc if traceback else None,
-            )
-            return RunCompletion(status="failed", diagnostic=f"sandbox error: {exc}")
-        return runs.completion_of(run.result())
-
-
-def _unusable(problems: list[host_paths.PathProblem]) -> str | None:
-    """The refusal for a profile whose paths the host no longer provides, if so."""
-    if not problems:
-        return None
-    return (
-        f"this profile cannot run on this host: {problems[0]} "
-        "(the helper's administrator can run `roboz-helper check-policy` on its policy)"
-    )
-
-
-async def _read_request(reader: asyncio.StreamReader) -> Request:
-    length = protocol.parse_length(await reader.readexactly(protocol.HEADER.size))
-    return protocol.decode_request(await reader.readexactly(length))
-
-
-async def _client_gone(reader: asyncio.StreamReader, gone: asyncio.Event) -> None:
-    """Finish when the client hangs up (EOF), sends anything more, or stops taking output.
-
-    A client sends exactly one request, so more bytes are a violation and end the run too.
-    """
-    read = asyncio.ensure_future(reader.read(1))
-    flagged = asyncio.ensure_future(gone.wait())
-    try:
-        await asyncio.wait({read, flagged}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        read.cancel()
-        flagged.cancel()
-        await asyncio.wait({read, flagged})
-
-
-async def _send(
-    writer: asyncio.StreamWriter,
-    message: protocol.Response,
-    timeout: float = _SEND_TIMEOUT_S,
-) -> None:
-    if writer.is_closing():
-        return
-    writer.write(protocol.encode_frame(message))
-    await asyncio.wait_for(writer.drain(), timeout)
+        await send(writer, completion)
