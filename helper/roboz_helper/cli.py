@@ -199,9 +199,14 @@ def _serve(args: argparse.Namespace) -> int:
         raise CliError(f"--socket must be an absolute path: {args.socket}", EXIT_USAGE)
     policy = _load(args.policy)
     configure_logging("DEBUG" if args.debug else args.log_level)
-    # Imported here so that check-policy works where the sandbox's dependencies are missing.
-    from roboz_helper.listening import StartupError
-    from roboz_helper.server import HelperServer
+    # Imported here: check-policy and install-units work without the daemon's dependencies.
+    try:
+        from roboz_helper.listening import StartupError
+        from roboz_helper.server import HelperServer
+    except ImportError as exc:
+        raise CliError(
+            f"serve needs the daemon's dependencies ({exc}); install 'roboz-helper[daemon]'"
+        ) from exc
 
     server = HelperServer(policy, args.socket, args.policy)
     try:

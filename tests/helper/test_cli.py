@@ -111,3 +111,26 @@ def test_serve_exits_130_after_sigint_and_0_after_sigterm(needs_root: None) -> N
             log = daemon.stderr.read().decode()
             shutil.rmtree(base, ignore_errors=True)
         assert "roboz-helper stopped" in log and "Traceback" not in log
+
+
+def test_serve_without_the_daemon_extra_says_what_to_install(tmp_path: Path) -> None:
+    # A library-only install has roboz-helper without prctl and pyroute2.
+    for name in ("scripts", "work"):
+        (tmp_path / name).mkdir(mode=0o755)
+        (tmp_path / name).chmod(0o755)
+    policy = tmp_path / "p.toml"
+    policy.write_text(
+        f'[profiles.p]\nrun_as_user = "nobody"\nscripts_dir = "{tmp_path}/scripts"\n'
+        f'workdir = "{tmp_path}/work"\n'
+    )
+    code = (
+        "import sys; sys.modules['prctl'] = None\n"
+        "from roboz_helper.cli import main\n"
+        f"sys.exit(main(['serve', '--policy', {str(policy)!r}]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"{PREFIX}serve needs the daemon's dependencies (")
+    assert "install 'roboz-helper[daemon]'" in result.stderr
