@@ -1,7 +1,8 @@
 """The `roboz-helper` command: serve, check-policy, install-units.
 
-Errors are one line on stderr starting `roboz-helper: error:`; `--debug` adds the traceback of
-the real cause. Exit codes, the same for every command (see _EXIT_CODES_HELP):
+Every error line on stderr starts `roboz-helper: error:` (one line per error: a policy with
+three wrong paths gets three); `--debug` adds the traceback of the real cause.
+Exit codes, the same for every command (see _EXIT_CODES_HELP):
 0 success, 1 the command could not do its job (socket in use, sandbox unavailable, a file that
 would be overwritten, a write that failed), 2 bad arguments or an invalid policy (its syntax,
 its values, or paths this host does not provide), 130 interrupted.
