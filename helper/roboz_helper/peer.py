@@ -21,7 +21,7 @@ class PeerCredentials:
     groups: tuple[int, ...]
 
 
-def peer_groups(sock: socket.socket) -> tuple[int, ...]:
+def _peer_groups(sock: socket.socket) -> tuple[int, ...]:
     """Supplementary groups of the peer at connect() time (SO_PEERGROUPS, Linux >= 4.13)."""
     size = 64 * 4
     while True:
@@ -44,4 +44,4 @@ def peer_groups(sock: socket.socket) -> tuple[int, ...]:
 def peer_credentials(sock: socket.socket) -> PeerCredentials:
     raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
     pid, uid, gid = _UCRED.unpack(raw)
-    return PeerCredentials(pid=pid, uid=uid, gid=gid, groups=peer_groups(sock))
+    return PeerCredentials(pid=pid, uid=uid, gid=gid, groups=_peer_groups(sock))

@@ -13,9 +13,11 @@ import os
 import posixpath
 import pwd
 import re
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
+
+from roboz_helper.run_states import NetworkMode
 
 DEFAULT_SOCKET = "/run/roboz-helper/helper.sock"
 
@@ -49,7 +51,7 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     workdir: str
     readonly_paths: tuple[str, ...] = ()
     writable_paths: tuple[str, ...] = ()
-    network: Literal["none", "loopback"] = "none"
+    network: NetworkMode = "none"
     commands: tuple[str, ...] = ()
     env: dict[str, str] = {}
     timeout_s: float = 30.0
@@ -60,6 +62,20 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     max_file_bytes: int = 64 << 20
     nofile_max: int = 256
     cpu_time_s: int = 30
+
+
+# A profile's numeric limits, under these names in the policy, on the wire (protocol.Limits)
+# and in the sandbox (SandboxSpec): validated here, copied by name in runs.py.
+NUMERIC_LIMITS = (
+    "timeout_s",
+    "max_output_bytes",
+    "pids_max",
+    "memory_max_bytes",
+    "tmp_size_bytes",
+    "max_file_bytes",
+    "nofile_max",
+    "cpu_time_s",
+)
 
 
 class Policy(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -136,7 +152,7 @@ def _absolute(path: str, field: str) -> None:
         raise PolicyError(f"{field}: must be a normalized path (no '..', '.', '//'), got {path!r}")
 
 
-def resolve_user(name: str) -> tuple[int, int]:
+def _resolve_user(name: str) -> tuple[int, int]:
     """Return (uid, primary gid) for a user name or a numeric uid."""
     try:
         entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
@@ -157,7 +173,7 @@ def resolve_group(name: str) -> int:
 
 def run_as_ids(profile: Profile) -> tuple[int, int]:
     """The uid and gid a profile's runs use; never root."""
-    uid, gid = resolve_user(profile.run_as_user)
+    uid, gid = _resolve_user(profile.run_as_user)
     if uid == 0 or gid == 0:
         raise PolicyError(f"run_as_user {profile.run_as_user!r} resolves to root (uid/gid 0)")
     return uid, gid
@@ -195,16 +211,7 @@ def _validate_profile(name: str, profile: Profile) -> None:
             raise PolicyError(f"{where}.env: invalid variable name {key!r}")
         if "\0" in value:
             raise PolicyError(f"{where}.env.{key}: contains a NUL byte")
-    for field in (
-        "timeout_s",
-        "max_output_bytes",
-        "pids_max",
-        "memory_max_bytes",
-        "tmp_size_bytes",
-        "max_file_bytes",
-        "nofile_max",
-        "cpu_time_s",
-    ):
+    for field in NUMERIC_LIMITS:
         _positive(getattr(profile, field), f"{where}.{field}")
 
 
@@ -217,7 +224,7 @@ def _validate_client(i: int, rule: ClientRule, profiles: dict[str, Profile]) -> 
         raise PolicyError(f"{where}.profile: no profile named {rule.profile!r}")
     try:
         if rule.user is not None:
-            resolve_user(rule.user)
+            _resolve_user(rule.user)
         if rule.group is not None:
             resolve_group(rule.group)
     except PolicyError as exc:
@@ -248,7 +255,7 @@ def match_client(policy: Policy, uid: int, gid: int, groups: tuple[int, ...]) ->
         try:
             if rule.uid is not None and rule.uid == uid:
                 return rule.profile
-            if rule.user is not None and resolve_user(rule.user)[0] == uid:
+            if rule.user is not None and _resolve_user(rule.user)[0] == uid:
                 return rule.profile
             if rule.gid is not None and rule.gid in all_groups:
                 return rule.profile

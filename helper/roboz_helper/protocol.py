@@ -2,10 +2,10 @@
 
 A connection carries exactly one exchange::
 
-    helper -> client   Greeting            (or a refused/busy Completion, then close)
+    helper -> client   Greeting            (or a refused/busy RunCompletion, then close)
     client -> helper   one Request         (ListScripts | RunScript | ExecCommand)
     helper -> client   Output* / ScriptEntry*
-    helper -> client   exactly one Completion, then close
+    helper -> client   exactly one RunCompletion, then close
 
 A request that cannot be decoded gets a ProtocolError frame instead and the connection closes.
 
@@ -22,6 +22,8 @@ from typing import Final, Literal, cast
 
 import msgspec
 
+from roboz_helper.run_states import Limit, NetworkMode, RunStatus
+
 PROTOCOL_VERSION: Final = 1
 
 # Large enough for a request with a long argv, small enough that a hostile peer cannot make
@@ -34,10 +36,8 @@ MAX_CHUNK_BYTES: Final = 64 * 1024
 
 HEADER: Final = struct.Struct(">I")
 
-Status = Literal[
-    "listed", "success", "failed", "refused", "busy", "timeout", "output_limit", "killed"
-]
-Limit = Literal["timeout", "output", "memory", "pids", "cpu", "seccomp"]
+# A sandbox run's own statuses plus the helper's answers that involve no run.
+Status = Literal[RunStatus, "listed", "refused", "busy"]
 StreamName = Literal["stdout", "stderr"]
 
 
@@ -84,7 +84,7 @@ class Limits(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     max_file_bytes: int
     tmp_size_bytes: int
     nofile_max: int
-    network: Literal["none", "loopback"]
+    network: NetworkMode
     max_runs: int
 
 
@@ -107,7 +107,7 @@ class ScriptEntry(_Frame, tag="script", frozen=True):
     description: str = ""
 
 
-class Completion(_Frame, tag="completion", frozen=True):
+class RunCompletion(_Frame, tag="completion", frozen=True):
     status: Status
     exit_code: int | None = None
     signal: int | None = None
@@ -115,17 +115,16 @@ class Completion(_Frame, tag="completion", frozen=True):
     wall_time_s: float = 0.0
     cpu_time_s: float = 0.0
     peak_memory_bytes: int = 0
-    # Which limit ended the run, so an agent can react (shorten, split, ask for more).
     limit: Limit | None = None
 
 
 class ProtocolError(_Frame, tag="protocol_error", frozen=True):
-    """Sent instead of a Completion when the peer's bytes were not a valid request."""
+    """Sent instead of a RunCompletion when the peer's bytes were not a valid request."""
 
     message: str
 
 
-Response = Greeting | Output | ScriptEntry | Completion | ProtocolError
+Response = Greeting | Output | ScriptEntry | RunCompletion | ProtocolError
 
 
 # --- framing ---------------------------------------------------------------------------------

@@ -1,17 +1,26 @@
-"""Turning an authorized request into a sandbox run, and its outcome into a Completion."""
+"""Turning an authorized request into a sandbox run, and its outcome into a RunCompletion."""
 
 from __future__ import annotations
 
 import secrets
 import shlex
-from typing import get_args
+from typing import Any, TypeGuard, get_args
 
-from roboz_helper.policy import Profile, run_as_ids
-from roboz_helper.protocol import Completion, ExecCommand, Limit, Limits, RunScript, Status
+from roboz_helper.policy import NUMERIC_LIMITS, Profile, run_as_ids
+from roboz_helper.protocol import ExecCommand, Limits, RunCompletion, RunScript
+from roboz_helper.run_states import Limit, RunStatus
 from roboz_helper.sandbox import SandboxOutcome, SandboxSpec
 
-_STATUSES = frozenset(get_args(Status))
-_LIMITS = frozenset(get_args(Limit))
+_STATUSES: frozenset[str] = frozenset(get_args(RunStatus))
+_LIMITS: frozenset[str | None] = frozenset(get_args(Limit))
+
+
+def _is_status(value: str) -> TypeGuard[RunStatus]:
+    return value in _STATUSES
+
+
+def _is_limit(value: str | None) -> TypeGuard[Limit]:
+    return value in _LIMITS
 
 
 class RunRefused(ValueError):
@@ -22,19 +31,17 @@ def new_run_id() -> str:
     return secrets.token_hex(8)
 
 
+# What a profile limits, copied by name to the wire and to the sandbox (the names agree; a test
+# holds them to it), so a new limit is added in one place.
+LIMIT_FIELDS = (*NUMERIC_LIMITS, "network")
+
+
+def _profile_limits(profile: Profile) -> dict[str, Any]:
+    return {name: getattr(profile, name) for name in LIMIT_FIELDS}
+
+
 def limits_of(profile: Profile, max_runs: int) -> Limits:
-    return Limits(
-        timeout_s=profile.timeout_s,
-        max_output_bytes=profile.max_output_bytes,
-        pids_max=profile.pids_max,
-        memory_max_bytes=profile.memory_max_bytes,
-        cpu_time_s=profile.cpu_time_s,
-        max_file_bytes=profile.max_file_bytes,
-        tmp_size_bytes=profile.tmp_size_bytes,
-        nofile_max=profile.nofile_max,
-        network=profile.network,
-        max_runs=max_runs,
-    )
+    return Limits(**_profile_limits(profile), max_runs=max_runs)
 
 
 def check_args(args: list[str]) -> None:
@@ -67,45 +74,34 @@ def build_spec(
         workdir=profile.workdir,
         readonly_paths=tuple(profile.readonly_paths),
         writable_paths=tuple(profile.writable_paths),
-        network=profile.network,
         env=dict(profile.env),
-        timeout_s=profile.timeout_s,
-        max_output_bytes=profile.max_output_bytes,
-        pids_max=profile.pids_max,
-        memory_max_bytes=profile.memory_max_bytes,
-        tmp_size_bytes=profile.tmp_size_bytes,
-        max_file_bytes=profile.max_file_bytes,
-        nofile_max=profile.nofile_max,
-        cpu_time_s=profile.cpu_time_s,
         run_id=run_id,
+        **_profile_limits(profile),
     )
 
 
-def completion_of(outcome: SandboxOutcome) -> Completion:
+def completion_of(outcome: SandboxOutcome) -> RunCompletion:
     """Map a sandbox outcome to the wire; an unknown status must not break strict clients."""
-    status = outcome.status
+    status: RunStatus = "failed"
     diagnostic = outcome.diagnostic
-    if status not in _STATUSES:
-        diagnostic = f"sandbox reported unknown status {status!r}: {diagnostic}"
-        status = "failed"
-    limit = outcome.limit if outcome.limit in _LIMITS else None
-    return Completion(
-        status=status,  # type: ignore[arg-type]  # checked against the Literal above
+    if _is_status(outcome.status):
+        status = outcome.status
+    else:
+        diagnostic = f"sandbox reported unknown status {outcome.status!r}: {diagnostic}"
+    return RunCompletion(
+        status=status,
         exit_code=outcome.exit_code,
         signal=outcome.signal,
         diagnostic=diagnostic,
         wall_time_s=float(outcome.wall_time_s),
         cpu_time_s=float(outcome.cpu_time_s),
         peak_memory_bytes=int(outcome.peak_memory_bytes),
-        limit=limit,  # type: ignore[arg-type]
+        limit=outcome.limit if _is_limit(outcome.limit) else None,
     )
 
 
-def describe_request(request: RunScript | ExecCommand) -> str:
-    """What ran, for the log: quoted so a hostile argument cannot forge a log line."""
+def request_fields(request: RunScript | ExecCommand) -> dict[str, str]:
+    """What a request asks to run, as log fields (log_format quotes and escapes them)."""
     if isinstance(request, RunScript):
-        text = "script " + shlex.join([request.path, *request.args])
-    else:
-        text = "exec " + shlex.join(request.argv)
-    text = text.encode("unicode_escape").decode("ascii")
-    return text if len(text) <= 300 else text[:297] + "..."
+        return {"kind": "script", "argv": shlex.join([request.path, *request.args])}
+    return {"kind": "exec", "argv": shlex.join(request.argv)}

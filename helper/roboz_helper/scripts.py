@@ -3,6 +3,9 @@
 A client names a script by a relative path. The path is resolved exactly once, component by
 component from a directory fd with O_NOFOLLOW, and the final open yields the descriptor the
 sandbox executes, so nothing can be swapped between the check and the exec.
+
+Every directory on the way and the script itself must be trusted (see untrusted_reason):
+whoever can change a script decides what every client of the profile runs.
 """
 
 from __future__ import annotations
@@ -21,6 +24,26 @@ _CODING = re.compile(rb"^#.*coding[:=]\s*[-\w.]+")
 
 class ScriptRefused(ValueError):
     """The requested script path is not acceptable; the message says why."""
+
+
+def untrusted_reason(info: os.stat_result) -> str | None:
+    """Why a scripts directory or script must not be used, or None if it may.
+
+    Only root, or the helper's own user when it runs rootless, may own it, and nobody else may
+    write to it.
+    """
+    if info.st_uid not in (0, os.geteuid()):
+        return f"is owned by uid {info.st_uid}; only root (or the helper's own user) may own it"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        mode = stat.S_IMODE(info.st_mode)
+        return f"is writable by group or others (mode {mode:#o}); only its owner may write it"
+    return None
+
+
+def _check_trusted(fd: int, what: str) -> None:
+    reason = untrusted_reason(os.fstat(fd))
+    if reason is not None:
+        raise ScriptRefused(f"{what} {reason}")
 
 
 def check_relative_path(path: str) -> list[str]:
@@ -54,13 +77,15 @@ def open_script(scripts_dir: str, path: str) -> int:
     except OSError as exc:
         raise ScriptRefused(f"scripts directory unavailable: {exc.strerror}") from None
     try:
-        for part in parts[:-1]:
+        _check_trusted(dir_fd, f"the scripts directory {scripts_dir}")
+        for i, part in enumerate(parts[:-1]):
             try:
                 next_fd = os.open(part, nofollow_dir, dir_fd=dir_fd)
             except OSError as exc:
                 raise ScriptRefused(_explain(path, part, exc)) from None
             os.close(dir_fd)
             dir_fd = next_fd
+            _check_trusted(dir_fd, f"the directory {'/'.join(parts[: i + 1])!r}")
         try:
             # O_NONBLOCK: opening a FIFO must not hang the helper; the fstat below refuses it.
             fd = os.open(
@@ -78,6 +103,7 @@ def open_script(scripts_dir: str, path: str) -> int:
             raise ScriptRefused(f"not a regular file: {path!r}")
         if not info.st_mode & 0o111:
             raise ScriptRefused(f"script is not executable: {path!r}")
+        _check_trusted(fd, f"script {path!r}")
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -118,11 +144,15 @@ def describe(head: bytes) -> str:
 
 
 def list_scripts(scripts_dir: str) -> list[ScriptInfo]:
-    """Regular executable files under scripts_dir (recursively, symlinks skipped), sorted."""
+    """The scripts open_script would run: trusted, regular, executable files under scripts_dir
+    (recursively, symlinks and untrusted directories skipped), sorted."""
     found: list[ScriptInfo] = []
     # fwalk hands out directory fds, so reading a description opens relative to the directory
     # that was listed, not to a path that could have been swapped for a symlink meanwhile.
     for dirpath, dirnames, filenames, dir_fd in os.fwalk(scripts_dir, follow_symlinks=False):
+        if untrusted_reason(os.fstat(dir_fd)) is not None:
+            dirnames[:] = []  # nothing below it could be run either
+            continue
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         rel_dir = os.path.relpath(dirpath, scripts_dir)
         for name in sorted(filenames):
@@ -156,6 +186,8 @@ def _read_head(name: str, dir_fd: int) -> bytes | None:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or not info.st_mode & 0o111:
+            return None
+        if untrusted_reason(info) is not None:
             return None
         return os.read(fd, _DESCRIPTION_PEEK)
     except OSError:

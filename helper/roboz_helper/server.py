@@ -14,36 +14,44 @@ import os
 import signal
 import socket
 import sys
-import time
 from collections import Counter
 from importlib import metadata
 from typing import Any
 
-from roboz_helper import protocol, runs, scripts
+from roboz_helper import host_paths, protocol, runs, scripts
+from roboz_helper.exchange import (
+    SEND_TIMEOUT_S,
+    Client,
+    RunRecord,
+    read_request,
+    refusal_for,
+    send,
+    supervise,
+)
 from roboz_helper.listening import open_listening_socket
-from roboz_helper.peer import PeerCredentials, peer_credentials
-from roboz_helper.policy import Policy, PolicyError, Profile, match_client
+from roboz_helper.log_format import fields
+from roboz_helper.peer import peer_credentials
+from roboz_helper.policy import Policy, PolicyError, match_client
 from roboz_helper.protocol import (
-    Completion,
     ExecCommand,
     FrameError,
     Greeting,
     ListScripts,
     ProtocolError,
-    Request,
+    RunCompletion,
     RunScript,
     ScriptEntry,
 )
-from roboz_helper.sandbox import SandboxSpec, reclaim_stale_runs, run_in_sandbox
+from roboz_helper.sandbox import reclaim_stale_runs
 from roboz_helper.systemd import notify, take_notify_socket
 
 log = logging.getLogger("roboz_helper")
 
-# A peer that does not read its replies must not hold a handler forever.
-_SEND_TIMEOUT_S = 5.0
-# Grace on top of a run's own deadline for a client to take its output, before it counts as gone.
-_DRAIN_GRACE_S = 10.0
 _BACKLOG = 1024
+
+
+# Server settings that belong to the bound socket: a reload cannot change them.
+_RESTART_ONLY = ("socket", "socket_group", "socket_mode")
 
 
 def _helper_version() -> str:
@@ -54,13 +62,26 @@ def _helper_version() -> str:
 
 
 class HelperServer:
-    def __init__(self, policy: Policy, socket_path: str | None = None) -> None:
+    """Serves clients under `policy`; SIGHUP re-reads `policy_path` (when given).
+
+    A connection works with the policy in force when it was accepted, from the greeting to
+    the end of its run, so a reload never changes the rules of an exchange under way.
+    """
+
+    def __init__(
+        self, policy: Policy, socket_path: str | None = None, policy_path: str | None = None
+    ) -> None:
         self.policy = policy
+        self.policy_path = policy_path
         self.socket_path = socket_path or policy.server.socket
         self._admitted = 0
         self._runs_per_uid: Counter[int] = Counter()
         self._handlers: set[asyncio.Task[None]] = set()
+        self._reloading: asyncio.Task[None] | None = None
+        self._reload_again = False
         self._stopping = asyncio.Event()
+        # The signal that stopped the daemon, so the command can exit 130 after a SIGINT.
+        self.stopped_by: int | None = None
         self._version = _helper_version()
 
     # --- life cycle ---------------------------------------------------------------------------
@@ -76,7 +97,7 @@ class HelperServer:
             await self._serve_on(listening.sock)
         finally:
             listening.remove()
-            log.info("roboz-helper stopped")
+            log.info("roboz-helper stopped %s", fields(pid=os.getpid()))
 
     async def _serve_on(self, sock: socket.socket) -> None:
         options: dict[str, Any] = {"backlog": _BACKLOG}
@@ -87,8 +108,12 @@ class HelperServer:
         server = await asyncio.start_unix_server(self._on_connect, sock=sock, **options)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, self.stop)
-        log.info("roboz-helper ready on %s (pid %d)", self.socket_path, os.getpid())
+            loop.add_signal_handler(signum, self.stop, signum)
+        loop.add_signal_handler(signal.SIGHUP, self.reload)
+        log.info(
+            "roboz-helper ready on %s",
+            fields(socket=self.socket_path, pid=os.getpid(), policy=self.policy_path),
+        )
         notify("READY=1")
         try:
             await self._stopping.wait()
@@ -100,11 +125,65 @@ class HelperServer:
             for task in list(self._handlers):
                 task.cancel()
             await asyncio.gather(*self._handlers, return_exceptions=True)
-            for signum in (signal.SIGTERM, signal.SIGINT):
+            if self._reloading is not None:
+                self._reloading.cancel()
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(signum)
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a late reload must not kill us
 
-    def stop(self) -> None:
+    def stop(self, signum: int | None = None) -> None:
+        """Shut down: kill runs in progress, tell their clients, close the socket."""
+        if self.stopped_by is None:
+            self.stopped_by = signum
         self._stopping.set()
+
+    def reload(self) -> None:
+        """SIGHUP: re-read and validate the policy file in the background.
+
+        Signals that arrive during a reload make one more reload afterwards, so the file's
+        last state always wins, however fast an operator (or a script) sends them.
+        """
+        if self._reloading is not None and not self._reloading.done():
+            self._reload_again = True
+            return
+        self._reloading = asyncio.get_running_loop().create_task(self._reload())
+
+    async def _reload(self) -> None:
+        self._reload_again = True
+        while self._reload_again:
+            self._reload_again = False
+            await self._reload_once()
+
+    async def _reload_once(self) -> None:
+        if self.policy_path is None:
+            log.warning("policy_reload_skipped %s", fields(reason="serving without a policy file"))
+            return
+        try:
+            # A thread: user and group lookups may ask a directory service.
+            new = await asyncio.to_thread(host_paths.load_usable_policy, self.policy_path)
+        except PolicyError as exc:
+            log.error(
+                "policy_reload_failed %s",
+                fields(path=self.policy_path, error=str(exc), keeping="previous policy"),
+            )
+            return
+        old = self.policy
+        self.policy = new
+        log.info(
+            "policy_reloaded %s",
+            fields(
+                path=self.policy_path,
+                profiles=len(new.profiles),
+                clients=len(new.clients),
+                applies_to="new connections",
+            ),
+        )
+        pending = [k for k in _RESTART_ONLY if getattr(new.server, k) != getattr(old.server, k)]
+        if pending:
+            log.warning(
+                "policy_reload_incomplete %s",
+                fields(settings=",".join(f"server.{k}" for k in pending), until="restart"),
+            )
 
     # --- one connection -----------------------------------------------------------------------
 
@@ -112,161 +191,149 @@ class HelperServer:
         task = asyncio.current_task()
         assert task is not None
         self._handlers.add(task)
+        policy = self.policy  # this connection's rules, whatever a reload does meanwhile
         try:
-            if self._admitted >= self.policy.server.max_connections:
-                await _send(
+            if self._admitted >= policy.server.max_connections:
+                await send(
                     writer,
-                    Completion(
+                    RunCompletion(
                         status="busy",
                         diagnostic=f"the helper is at its connection limit "
-                        f"({self.policy.server.max_connections}); try again later",
+                        f"({policy.server.max_connections}); try again later",
                     ),
                 )
                 return
             self._admitted += 1
             try:
-                await self._converse(reader, writer)
+                await self._converse(reader, writer, policy)
             finally:
                 self._admitted -= 1
         except asyncio.CancelledError:
             # Shutdown: tell a waiting client why its exchange ends, if it still listens.
             with contextlib.suppress(Exception):
-                await _send(
+                await send(
                     writer,
-                    Completion(status="killed", diagnostic="the helper is shutting down"),
+                    RunCompletion(status="killed", diagnostic="the helper is shutting down"),
                     timeout=1.0,
                 )
-            raise
+            # The handler ends here, quietly: this task is the connection's top, and asyncio
+            # would log a cancelled client task as an error with a traceback.
         except (ConnectionError, TimeoutError):
             pass  # the peer went away or stopped reading; nothing to tell it
         except Exception:
-            log.exception("unexpected error while serving a connection")
+            log.exception("connection_error %s", fields(reason="unexpected error"))
         finally:
             self._handlers.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
-    async def _converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _converse(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, policy: Policy
+    ) -> None:
         try:
             peer = peer_credentials(writer.get_extra_info("socket"))
         except OSError as exc:
-            await _send(
-                writer, Completion(status="refused", diagnostic=f"no peer credentials: {exc}")
+            await send(
+                writer, RunCompletion(status="refused", diagnostic=f"no peer credentials: {exc}")
             )
             return
-        profile_name = match_client(self.policy, peer.uid, peer.gid, peer.groups)
+        profile_name = match_client(policy, peer.uid, peer.gid, peer.groups)
         if profile_name is None:
             log.info(
-                "refused uid=%d gid=%d pid=%d: no [[clients]] rule", peer.uid, peer.gid, peer.pid
+                "refused %s",
+                fields(uid=peer.uid, gid=peer.gid, pid=peer.pid, reason="no [[clients]] rule"),
             )
-            await _send(
+            await send(
                 writer,
-                Completion(
+                RunCompletion(
                     status="refused",
                     diagnostic=f"uid {peer.uid} (gid {peer.gid}) is not authorized "
                     "by the helper's policy",
                 ),
             )
             return
-        profile = self.policy.profiles[profile_name]
-        await _send(
+        profile = policy.profiles[profile_name]
+        await send(
             writer,
             Greeting(
                 protocol_version=protocol.PROTOCOL_VERSION,
                 helper_version=self._version,
                 profile=profile_name,
                 uid=peer.uid,
-                limits=runs.limits_of(profile, self.policy.server.max_runs_per_client),
+                limits=runs.limits_of(profile, policy.server.max_runs_per_client),
             ),
         )
         try:
             request = await asyncio.wait_for(
-                _read_request(reader), self.policy.server.handshake_timeout_s
+                read_request(reader), policy.server.handshake_timeout_s
             )
         except TimeoutError:
-            await _send(
+            await send(
                 writer,
-                ProtocolError(
-                    message=f"no request within {self.policy.server.handshake_timeout_s:g}s"
-                ),
+                ProtocolError(message=f"no request within {policy.server.handshake_timeout_s:g}s"),
             )
             return
         except FrameError as exc:
-            log.info("protocol error from uid=%d pid=%d: %s", peer.uid, peer.pid, exc)
-            await _send(writer, ProtocolError(message=str(exc)))
+            log.info("protocol_error %s", fields(uid=peer.uid, pid=peer.pid, error=str(exc)))
+            await send(writer, ProtocolError(message=str(exc)))
             return
         except asyncio.IncompleteReadError:
             return  # the client hung up before finishing its request
 
+        client = Client(peer, profile_name, profile, policy.server.max_runs_per_client)
         if isinstance(request, ListScripts):
-            await self._list(writer, peer, profile_name, profile)
+            await self._list(writer, client)
         else:
-            await self._run(reader, writer, peer, profile_name, profile, request)
+            await self._run(reader, writer, client, request)
 
-    async def _list(
-        self, writer: asyncio.StreamWriter, peer: PeerCredentials, name: str, profile: Profile
-    ) -> None:
-        started = time.monotonic()
+    async def _list(self, writer: asyncio.StreamWriter, client: Client) -> None:
+        record = RunRecord(client, {"kind": "list"})
+        profile = client.profile
+        unusable = refusal_for(host_paths.listing_problems(client.profile_name, profile))
+        if unusable is not None:
+            record("refused", logging.WARNING, reason=unusable)
+            await send(writer, RunCompletion(status="refused", diagnostic=unusable))
+            return
         try:
             entries = await asyncio.to_thread(scripts.list_scripts, profile.scripts_dir)
         except OSError as exc:
-            log.error("cannot list %s: %s", profile.scripts_dir, exc)
-            await _send(
-                writer,
-                Completion(
-                    status="failed", diagnostic=f"scripts directory unavailable: {exc.strerror}"
-                ),
-            )
+            diagnostic = f"scripts directory unavailable: {exc.strerror}"
+            record("failed", logging.WARNING, reason=diagnostic)
+            await send(writer, RunCompletion(status="failed", diagnostic=diagnostic))
             return
         for entry in entries:
             writer.write(
                 protocol.encode_frame(ScriptEntry(name=entry.name, description=entry.description))
             )
-            await asyncio.wait_for(writer.drain(), _SEND_TIMEOUT_S)
-        await _send(writer, Completion(status="listed", diagnostic=f"{len(entries)} scripts"))
-        log.info(
-            "run uid=%d pid=%d profile=%s list status=listed duration=%.3fs",
-            peer.uid,
-            peer.pid,
-            name,
-            time.monotonic() - started,
-        )
+            await asyncio.wait_for(writer.drain(), SEND_TIMEOUT_S)
+        await send(writer, RunCompletion(status="listed", diagnostic=f"{len(entries)} scripts"))
+        record("listed", scripts=len(entries))
 
     async def _run(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        peer: PeerCredentials,
-        name: str,
-        profile: Profile,
+        client: Client,
         request: RunScript | ExecCommand,
     ) -> None:
-        what = runs.describe_request(request)
-        started = time.monotonic()
-
-        def record(status: str, extra: str = "") -> None:
-            log.info(
-                "run uid=%d pid=%d profile=%s %s status=%s%s duration=%.3fs",
-                peer.uid,
-                peer.pid,
-                name,
-                what,
-                status,
-                extra,
-                time.monotonic() - started,
-            )
-
-        if self._runs_per_uid[peer.uid] >= self.policy.server.max_runs_per_client:
+        peer, profile = client.peer, client.profile
+        run_id = runs.new_run_id()
+        record = RunRecord(client, runs.request_fields(request), run_id)
+        if self._runs_per_uid[peer.uid] >= client.max_runs:
             record("busy")
-            await _send(
+            await send(
                 writer,
-                Completion(
+                RunCompletion(
                     status="busy",
-                    diagnostic=f"uid {peer.uid} already has "
-                    f"{self.policy.server.max_runs_per_client} runs in progress",
+                    diagnostic=f"uid {peer.uid} already has {client.max_runs} runs in progress",
                 ),
             )
+            return
+        unusable = refusal_for(host_paths.run_problems(client.profile_name, profile))
+        if unusable is not None:
+            record("refused", logging.WARNING, reason=unusable)
+            await send(writer, RunCompletion(status="refused", diagnostic=unusable))
             return
         script_fd: int | None = None
         try:
@@ -276,19 +343,19 @@ class HelperServer:
                 argv = [request.path, *request.args]
             else:
                 argv = runs.exec_argv(profile, request)
-            spec = runs.build_spec(profile, argv, script_fd, runs.new_run_id())
+            spec = runs.build_spec(profile, argv, script_fd, run_id)
         except (scripts.ScriptRefused, runs.RunRefused, PolicyError) as exc:
             if script_fd is not None:
                 os.close(script_fd)
-            record("refused", f" reason={str(exc)!r}")
-            await _send(writer, Completion(status="refused", diagnostic=str(exc)))
+            record("refused", reason=str(exc))
+            await send(writer, RunCompletion(status="refused", diagnostic=str(exc)))
             return
 
         self._runs_per_uid[peer.uid] += 1
         try:
-            completion = await self._supervise(reader, writer, profile, spec)
+            completion = await supervise(reader, writer, profile, spec)
         except asyncio.CancelledError:
-            record("killed", " reason='helper shutting down'")
+            record("killed", reason="helper shutting down")
             raise
         finally:
             self._runs_per_uid[peer.uid] -= 1
@@ -297,81 +364,13 @@ class HelperServer:
             if script_fd is not None:
                 os.close(script_fd)
         if completion is None:
-            record("killed", " reason='client disconnected'")
+            record("killed", reason="client disconnected")
             return
         record(
             completion.status,
-            f" exit={completion.exit_code} signal={completion.signal} limit={completion.limit}",
+            exit=completion.exit_code,
+            signal=completion.signal,
+            limit=completion.limit,
+            diagnostic=None if completion.status == "success" else completion.diagnostic,
         )
-        await _send(writer, completion)
-
-    async def _supervise(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        profile: Profile,
-        spec: SandboxSpec,
-    ) -> Completion | None:
-        """Run the sandbox while watching the client; None if the client went away."""
-        gone = asyncio.Event()
-        drain_timeout = profile.timeout_s + _DRAIN_GRACE_S
-
-        async def on_output(fd: int, chunk: bytes) -> None:
-            if gone.is_set() or writer.is_closing():
-                gone.set()
-                return
-            for frame in protocol.split_output("stdout" if fd == 1 else "stderr", chunk):
-                writer.write(protocol.encode_frame(frame))
-            try:
-                await asyncio.wait_for(writer.drain(), drain_timeout)
-            except (ConnectionError, TimeoutError):
-                gone.set()  # never raise into the sandbox; the watcher cancels the run
-
-        run = asyncio.create_task(run_in_sandbox(spec, on_output))
-        watch = asyncio.create_task(_client_gone(reader, gone))
-        try:
-            await asyncio.wait({run, watch}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            # Reached normally, on disconnect, and when this handler is cancelled at shutdown.
-            watch.cancel()
-            if not run.done():
-                run.cancel()
-            await asyncio.wait({run, watch})
-        if run.cancelled():
-            return None
-        exc = run.exception()
-        if exc is not None:
-            log.error("sandbox failed for run %s: %r", spec.run_id, exc, exc_info=exc)
-            return Completion(status="failed", diagnostic=f"sandbox error: {exc}")
-        return runs.completion_of(run.result())
-
-
-async def _read_request(reader: asyncio.StreamReader) -> Request:
-    length = protocol.parse_length(await reader.readexactly(protocol.HEADER.size))
-    return protocol.decode_request(await reader.readexactly(length))
-
-
-async def _client_gone(reader: asyncio.StreamReader, gone: asyncio.Event) -> None:
-    """Finish when the client hangs up (EOF), sends anything more, or stops taking output.
-
-    A client sends exactly one request, so more bytes are a violation and end the run too.
-    """
-    read = asyncio.ensure_future(reader.read(1))
-    flagged = asyncio.ensure_future(gone.wait())
-    try:
-        await asyncio.wait({read, flagged}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        read.cancel()
-        flagged.cancel()
-        await asyncio.wait({read, flagged})
-
-
-async def _send(
-    writer: asyncio.StreamWriter,
-    message: protocol.Response,
-    timeout: float = _SEND_TIMEOUT_S,
-) -> None:
-    if writer.is_closing():
-        return
-    writer.write(protocol.encode_frame(message))
-    await asyncio.wait_for(writer.drain(), timeout)
+        await send(writer, completion)

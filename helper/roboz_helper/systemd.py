@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
-SD_LISTEN_FDS_START = 3
+_SD_LISTEN_FDS_START = 3
 
 _notify_address: str | None = None
 
@@ -24,7 +24,7 @@ def take_listen_fds() -> list[int]:
         n = int(count)
     except ValueError:
         return []
-    fds = list(range(SD_LISTEN_FDS_START, SD_LISTEN_FDS_START + max(n, 0)))
+    fds = list(range(_SD_LISTEN_FDS_START, _SD_LISTEN_FDS_START + max(n, 0)))
     for fd in fds:
         # Never leak the listening socket into a sandboxed run.
         os.set_inheritable(fd, False)

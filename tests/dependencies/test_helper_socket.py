@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from roboz_helper import protocol
-from roboz_helper.protocol import Completion, Greeting, Limits
+from roboz_helper.protocol import Greeting, Limits, RunCompletion
 
 from roboz.shed.dependency_health import HelperSocketDependency
 
@@ -34,7 +34,7 @@ LIMITS = Limits(
 class OneFrameHelper:
     """Accepts connections and answers each with one frame, then closes."""
 
-    def __init__(self, path: Path, frame: Greeting | Completion) -> None:
+    def __init__(self, path: Path, frame: Greeting | RunCompletion) -> None:
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(path))
         self.server.listen()
@@ -118,7 +118,7 @@ def test_a_helper_speaking_another_protocol_version(
 
 @pytest.mark.parametrize(
     "fake_helper",
-    [Completion(status="refused", diagnostic="no [[clients]] rule matches uid 0")],
+    [RunCompletion(status="refused", diagnostic="no [[clients]] rule matches uid 0")],
     indirect=True,
 )
 def test_a_helper_that_refuses_this_client(socket_path: Path, fake_helper: OneFrameHelper) -> None:

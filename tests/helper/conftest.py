@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helper_daemon import running_helper
+from tests.helper_daemon import running_helper, serve_command, wait_for_socket
 
 NOBODY = 65534
 MAX_CONNECTIONS = 8
@@ -117,6 +119,9 @@ def build_tree(base: Path) -> None:
     base.chmod(0o755)
     scripts = base / "scripts"
     (scripts / "sub").mkdir(parents=True)
+    # Whatever the umask: the helper refuses scripts others than root could change.
+    scripts.chmod(0o755)
+    (scripts / "sub").chmod(0o755)
     for name, text in SCRIPTS.items():
         path = scripts / name
         path.write_text(text)
@@ -138,6 +143,16 @@ def build_tree(base: Path) -> None:
 
 def make_base(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
+
+
+def own_daemon_files(prefix: str, socket_mode: int = 0o666) -> tuple[Path, str, Path]:
+    """A tree, socket path and policy for a test that starts (and stops) its own daemon."""
+    base = make_base(prefix)
+    build_tree(base)
+    socket_path = str(base / "helper.sock")
+    policy = base / "policy.toml"
+    policy.write_text(policy_text(base, socket_path, socket_mode))
+    return base, socket_path, policy
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
@@ -193,6 +208,59 @@ def as_user(uid: int, gid: int, job: Callable[[], str], groups: tuple[int, ...] 
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, data
     return data
+
+
+@dataclass
+class OwnHelper:
+    base: Path
+    socket_path: str
+    policy_path: Path
+    log_path: Path
+    process: subprocess.Popen[bytes]
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def log_lines(self, event: str) -> list[str]:
+        return [line for line in self.log().splitlines() if f"roboz_helper: {event} " in line]
+
+    def write_policy(self, text: str) -> None:
+        # As an editor does: a new file renamed over the old one.
+        fresh = self.policy_path.with_suffix(".new")
+        fresh.write_text(text)
+        fresh.rename(self.policy_path)
+
+    def reload(self, event: str = "policy_reloaded") -> str:
+        """SIGHUP, then wait for the outcome's log line and return it."""
+        before = len(self.log_lines(event))
+        self.process.send_signal(signal.SIGHUP)
+        wait_until(lambda: len(self.log_lines(event)) > before, what=f"log line {event}")
+        return self.log_lines(event)[-1]
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+@pytest.fixture
+def own_helper(needs_root: None) -> Iterator[OwnHelper]:
+    base, socket_path, policy = own_daemon_files("roboz-helper-own-")
+    log_path = base / "helper.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            serve_command(policy, socket_path), stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_for_socket(socket_path, proc=process)
+        yield OwnHelper(base, socket_path, policy, log_path, process)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

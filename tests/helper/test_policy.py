@@ -176,20 +176,42 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _usable(tmp_path: Path, text: str = BASE) -> Path:
+    """BASE with paths that exist on this host, written to a file."""
+    for name in ("scripts", "work"):
+        (tmp_path / name).mkdir(mode=0o755, exist_ok=True)
+        (tmp_path / name).chmod(0o755)
+    policy = tmp_path / "ok.toml"
+    text = text.replace("/srv/scripts", str(tmp_path / "scripts"))
+    policy.write_text(text.replace("/srv/work", str(tmp_path / "work")))
+    return policy
+
+
 def test_check_policy_command(tmp_path: Path) -> None:
-    ok = _cli("check-policy", str(POLICIES / "workstation.toml"))
+    ok = _cli("check-policy", str(_usable(tmp_path)))
     assert ok.returncode == 0, ok.stderr
-    assert "ok" in ok.stdout
+    assert ok.stdout.strip() == (
+        f"{tmp_path}/ok.toml: ok (1 profiles, 1 client rules; file and paths checked)"
+    )
+    # A policy written for another host: its paths are checked unless asked not to.
+    shipped = _cli("check-policy", str(POLICIES / "workstation.toml"))
+    assert shipped.returncode == 2
+    assert "profiles.dev.scripts_dir: /srv/roboz/scripts: does not exist" in shipped.stderr
+    file_only = _cli("check-policy", "--skip-paths", str(POLICIES / "workstation.toml"))
+    assert file_only.returncode == 0, file_only.stderr
+    assert "file only checked" in file_only.stdout
 
     bad = tmp_path / "bad.toml"
     bad.write_text(_profile(timeout_s="-3"))
     result = _cli("check-policy", str(bad))
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0  # one clear line
+    assert result.stderr.startswith(f"roboz-helper: error: {bad}: profiles.p.timeout_s: ")
     assert "profiles.p.timeout_s: must be a positive number" in result.stderr
 
     missing = _cli("check-policy", str(tmp_path / "nope.toml"))
     assert missing.returncode == 2
+    assert missing.stderr.startswith("roboz-helper: error: ")
     assert "cannot read policy" in missing.stderr
 
 
@@ -214,18 +236,16 @@ def test_serve_with_an_invalid_policy_exits_2(tmp_path: Path) -> None:
 
 
 def test_serve_reports_an_unusable_socket_path_in_one_line(tmp_path: Path) -> None:
-    policy = tmp_path / "ok.toml"
-    policy.write_text(BASE)
+    policy = _usable(tmp_path)
     result = _cli("serve", "--policy", str(policy), "--socket", str(tmp_path / "no/dir/s.sock"))
     assert result.returncode == 1
     assert result.stderr.strip() == (
-        f"roboz-helper: cannot bind {tmp_path}/no/dir/s.sock: No such file or directory"
+        f"roboz-helper: error: cannot bind {tmp_path}/no/dir/s.sock: No such file or directory"
     )
 
 
 def test_serve_refuses_to_replace_a_file(tmp_path: Path) -> None:
-    policy = tmp_path / "ok.toml"
-    policy.write_text(BASE)
+    policy = _usable(tmp_path)
     precious = tmp_path / "precious"
     precious.write_text("data")
     result = _cli("serve", "--policy", str(policy), "--socket", str(precious))

@@ -6,7 +6,6 @@ import msgspec
 import pytest
 from roboz_helper import protocol
 from roboz_helper.protocol import (
-    Completion,
     ExecCommand,
     FrameError,
     Greeting,
@@ -14,6 +13,7 @@ from roboz_helper.protocol import (
     ListScripts,
     Output,
     ProtocolError,
+    RunCompletion,
     RunScript,
     ScriptEntry,
 )
@@ -56,7 +56,7 @@ def test_every_request_round_trips(request_: protocol.Request) -> None:
         Greeting(protocol_version=1, helper_version="t", profile="p", uid=1, limits=LIMITS),
         Output(stream="stderr", data=b"\x00\xffbytes"),
         ScriptEntry(name="x.sh", description="does x"),
-        Completion(status="timeout", signal=9, limit="timeout", wall_time_s=1.5),
+        RunCompletion(status="timeout", signal=9, limit="timeout", wall_time_s=1.5),
         ProtocolError(message="bad"),
     ],
 )
@@ -96,7 +96,7 @@ def test_malformed_msgpack_is_an_error(body: bytes) -> None:
 
 
 def test_responses_are_not_requests() -> None:
-    body = _unframe(protocol.encode_frame(Completion(status="success")))
+    body = _unframe(protocol.encode_frame(RunCompletion(status="success")))
     with pytest.raises(FrameError):
         protocol.decode_request(body)
     with pytest.raises(FrameError):
@@ -146,4 +146,46 @@ def test_output_is_split_into_frames_that_fit() -> None:
 
 def test_frames_are_immutable() -> None:
     with pytest.raises(AttributeError):
-        Completion(status="success").status = "failed"  # type: ignore[misc]
+        RunCompletion(status="success").status = "failed"  # type: ignore[misc]
+
+
+def test_run_states_are_one_vocabulary_for_the_sandbox_and_the_wire() -> None:
+    from typing import get_args
+
+    from roboz_helper import run_states
+    from roboz_helper.sandbox import spec
+
+    statuses = set(get_args(protocol.Status))
+    assert set(get_args(run_states.RunStatus)) <= statuses
+    assert statuses - set(get_args(run_states.RunStatus)) == {"listed", "refused", "busy"}
+    assert spec.NETWORK_MODES == get_args(run_states.NetworkMode) == ("none", "loopback")
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.msgpack.decode(
+            msgspec.msgpack.encode({"type": "completion", "status": "exploded"}),
+            type=RunCompletion,
+        )
+    with pytest.raises(msgspec.ValidationError):
+        msgspec.msgpack.decode(
+            msgspec.msgpack.encode({"type": "completion", "status": "failed", "limit": "disk"}),
+            type=RunCompletion,
+        )
+
+
+def test_an_unknown_sandbox_status_reaches_the_wire_as_failed() -> None:
+    from roboz_helper import runs
+    from roboz_helper.sandbox import SandboxOutcome
+
+    odd = SandboxOutcome("exploded", None, None, "boom", 0.1, 0.0, 0, "disk")
+    completion = runs.completion_of(odd)
+    assert completion.status == "failed" and completion.limit is None
+    assert "unknown status 'exploded'" in completion.diagnostic
+    fine = SandboxOutcome("timeout", None, 9, "late", 1.0, 0.5, 10, "timeout")
+    assert runs.completion_of(fine) == RunCompletion(
+        status="timeout",
+        signal=9,
+        diagnostic="late",
+        wall_time_s=1.0,
+        cpu_time_s=0.5,
+        peak_memory_bytes=10,
+        limit="timeout",
+    )

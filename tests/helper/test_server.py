@@ -22,7 +22,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from roboz_helper import protocol
-from roboz_helper.protocol import Completion, Greeting, ProtocolError, ScriptEntry
+from roboz_helper.protocol import Greeting, ProtocolError, RunCompletion, ScriptEntry
 
 from roboz.shed.safe_scripts import (
     ClientRefused,
@@ -41,63 +41,13 @@ from .conftest import (
     NOBODY,
     HelperDaemon,
     as_user,
-    build_tree,
-    make_base,
-    policy_text,
+    own_daemon_files,
     processes_with,
     wait_until,
 )
+from .wire import greeted, raw_connect, read_frame, read_until_eof
 
 pytestmark = pytest.mark.root
-
-
-# --- raw protocol helpers -------------------------------------------------------------------
-
-
-def raw_connect(path: str) -> socket.socket:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(30)
-    sock.connect(path)
-    return sock
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes | None:
-    buf = b""
-    while len(buf) < n:
-        try:
-            chunk = sock.recv(n - len(buf))
-        except ConnectionResetError:
-            # Linux reports a Unix peer that closed with our bytes still unread as a reset
-            # instead of EOF; for these tests both mean "the helper hung up".
-            chunk = b""
-        if not chunk:
-            assert not buf, f"connection ended inside a frame after {len(buf)} bytes"
-            return None
-        buf += chunk
-    return buf
-
-
-def read_frame(sock: socket.socket) -> protocol.Response | None:
-    """The next frame, or None at a clean EOF."""
-    header = recv_exactly(sock, 4)
-    if header is None:
-        return None
-    body = recv_exactly(sock, protocol.parse_length(header))
-    assert body is not None
-    return protocol.decode_response(body)
-
-
-def read_until_eof(sock: socket.socket) -> list[protocol.Response]:
-    frames = []
-    while (frame := read_frame(sock)) is not None:
-        frames.append(frame)
-    return frames
-
-
-def greeted(path: str) -> socket.socket:
-    sock = raw_connect(path)
-    assert isinstance(read_frame(sock), Greeting)
-    return sock
 
 
 def assert_still_serving(helper: HelperDaemon) -> None:
@@ -138,7 +88,7 @@ def test_list_scripts_wire_format(helper: HelperDaemon) -> None:
     sock.sendall(protocol.encode_frame(protocol.ListScripts()))
     frames = read_until_eof(sock)
     assert all(isinstance(f, ScriptEntry) for f in frames[:-1])
-    assert frames[-1] == Completion(status="listed", diagnostic=f"{len(frames) - 1} scripts")
+    assert frames[-1] == RunCompletion(status="listed", diagnostic=f"{len(frames) - 1} scripts")
 
 
 # --- authorization --------------------------------------------------------------------------
@@ -150,7 +100,7 @@ def test_unknown_client_is_refused(helper: HelperDaemon) -> None:
             return repr(read_frame(sock))
 
     frame = as_user(NOBODY, NOBODY, first_frame)
-    assert frame.startswith("Completion(status='refused'")
+    assert frame.startswith("RunCompletion(status='refused'")
     assert f"uid {NOBODY} (gid {NOBODY}) is not authorized" in frame
     assert_still_serving(helper)
 
@@ -391,7 +341,7 @@ def test_connections_beyond_the_limit_get_busy(helper: HelperDaemon) -> None:
         try:
             first = [read_frame(s) for s in socks]
             greetings = [f for f in first if isinstance(f, Greeting)]
-            busy = [f for f in first if isinstance(f, Completion) and f.status == "busy"]
+            busy = [f for f in first if isinstance(f, RunCompletion) and f.status == "busy"]
             assert len(greetings) + len(busy) == 200
             assert all("connection limit" in b.diagnostic for b in busy)
             if len(greetings) < MAX_CONNECTIONS:
@@ -399,7 +349,7 @@ def test_connections_beyond_the_limit_get_busy(helper: HelperDaemon) -> None:
             assert len(greetings) == MAX_CONNECTIONS
             # A busy connection is closed right after its completion: a clean refusal.
             for sock, frame in zip(socks, first, strict=True):
-                if isinstance(frame, Completion):
+                if isinstance(frame, RunCompletion):
                     assert read_frame(sock) is None
             with pytest.raises(HelperBusy):
                 SafeScriptsClient(helper.socket_path).check()
@@ -429,9 +379,9 @@ def test_run_script_round_trip(helper: HelperDaemon) -> None:
     assert helper.log_path is not None
     lines = [line for line in helper.log_path.read_text().splitlines() if marker in line]
     assert len(lines) == 1
-    assert "run uid=0 " in lines[0]
-    assert "profile=test script hello.sh" in lines[0]
-    assert "status=success" in lines[0]
+    assert " run uid=0 " in lines[0]
+    assert "profile=test run=" in lines[0]
+    assert f"kind=script argv=\"hello.sh 'a b' {marker}\" status=success exit=0" in lines[0]
     assert "duration=" in lines[0]
 
 
@@ -524,17 +474,8 @@ def test_a_killed_client_leaves_no_process_behind(helper: HelperDaemon) -> None:
 # --- shutdown and systemd integration (each with its own daemon) ----------------------------
 
 
-def _own_daemon(tmp_name: str, socket_mode: int = 0o666) -> tuple[Path, str, Path]:
-    base = make_base(tmp_name)
-    build_tree(base)
-    socket_path = str(base / "helper.sock")
-    policy = base / "policy.toml"
-    policy.write_text(policy_text(base, socket_path, socket_mode))
-    return base, socket_path, policy
-
-
 def test_sigterm_kills_runs_and_removes_the_socket(needs_root: None) -> None:
-    base, socket_path, policy = _own_daemon("roboz-helper-sigterm-", socket_mode=0o660)
+    base, socket_path, policy = own_daemon_files("roboz-helper-sigterm-", socket_mode=0o660)
     daemon = subprocess.Popen(serve_command(policy, socket_path), stderr=subprocess.PIPE)
     marker = f"roboz-term-{uuid.uuid4().hex}"
     try:
@@ -548,7 +489,7 @@ def test_sigterm_kills_runs_and_removes_the_socket(needs_root: None) -> None:
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=60) == 0
         last = read_until_eof(sock)
-        assert last == [Completion(status="killed", diagnostic="the helper is shutting down")]
+        assert last == [RunCompletion(status="killed", diagnostic="the helper is shutting down")]
         assert processes_with(marker) == []
         assert not os.path.exists(socket_path)
     finally:
@@ -559,7 +500,7 @@ def test_sigterm_kills_runs_and_removes_the_socket(needs_root: None) -> None:
         log = daemon.stderr.read().decode()
         shutil.rmtree(base, ignore_errors=True)
     assert "roboz-helper stopped" in log
-    assert f"script sleeper.sh {marker} status=killed" in log
+    assert f'kind=script argv="sleeper.sh {marker}" status=killed' in log
 
 
 def test_refuses_to_replace_a_live_socket(helper: HelperDaemon) -> None:
@@ -575,7 +516,7 @@ def test_refuses_to_replace_a_live_socket(helper: HelperDaemon) -> None:
 
 
 def test_socket_activation_and_readiness(needs_root: None) -> None:
-    base, socket_path, policy = _own_daemon("roboz-helper-activation-")
+    base, socket_path, policy = own_daemon_files("roboz-helper-activation-")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(16)

@@ -1,4 +1,8 @@
-"""Network isolation (issue 5, item 6), both modes, against real listeners on the host."""
+"""Network isolation (issue 5, item 6), both modes, against real listeners on the host.
+
+Nothing here sends traffic off the machine: "no route out" is proven with a UDP connect(),
+which only asks the kernel for a route to a documentation address (RFC 5737 / 3849).
+"""
 
 from __future__ import annotations
 
@@ -36,18 +40,25 @@ def packet():
 def vsock():
     socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
 def outside():
-    socket.create_connection(("192.0.2.1", 80), timeout=1)
+    # connect() on a UDP socket only looks up a route; nothing is sent anywhere.
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(("192.0.2.1", 9))
+def outside6():
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.connect(("2001:db8::1", 9))
 def self_loop():
     srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen()
     c = socket.create_connection(srv.getsockname(), timeout=2); c.sendall(b"hi")
     conn, _ = srv.accept(); assert conn.recv(2) == b"hi"
 for name, fn in list(globals().items()):
     if name in ("tcp", "udp", "tcp6", "abstract", "path_unix", "raw", "packet", "vsock",
-                "outside", "self_loop"):
+                "outside", "outside6", "self_loop"):
         attempt(name, fn)
 res["interfaces"] = [name for _, name in socket.if_nameindex()]
 print(json.dumps(res))
 """
+
+
+# With no IPv6 address on any interface the lookup fails before it gets to the routes.
+NO_IPV6_ROUTE = ("ENETUNREACH", "EADDRNOTAVAIL")
 
 
 @pytest.fixture
@@ -102,10 +113,13 @@ def _host_saw_nothing(listeners: dict[str, object]) -> None:
 def test_network_none_reaches_nothing(sandbox: Sandbox, host_listeners: dict[str, object]) -> None:
     res = _probe(sandbox, host_listeners, "none")
     for name in ("tcp", "udp", "tcp6", "abstract", "path_unix", "raw", "packet", "vsock",
-                 "outside", "self_loop"):  # fmt: skip
+                 "outside", "outside6", "self_loop"):  # fmt: skip
         assert res[name] != "ok", (name, res)
     assert res["raw"] == "EPERM" and res["packet"] in ("EPERM", "EAFNOSUPPORT")
     assert res["vsock"] == "EAFNOSUPPORT"
+    # No route out: the kernel's route lookup itself fails, no packet is ever built.
+    assert res["outside"] == "ENETUNREACH", res
+    assert res["outside6"] in NO_IPV6_ROUTE, res
     assert res["interfaces"] == ["lo"]
     _host_saw_nothing(host_listeners)
 
@@ -115,8 +129,10 @@ def test_network_loopback_reaches_only_itself(
 ) -> None:
     res = _probe(sandbox, host_listeners, "loopback")
     assert res["self_loop"] == "ok", res
-    for name in ("tcp", "abstract", "path_unix", "raw", "packet", "vsock", "outside"):
+    for name in ("tcp", "abstract", "path_unix", "raw", "packet", "vsock", "outside", "outside6"):
         assert res[name] != "ok", (name, res)
+    assert res["outside"] == "ENETUNREACH", res
+    assert res["outside6"] in NO_IPV6_ROUTE, res
     assert res["tcp"] == "ECONNREFUSED"  # its own 127.0.0.1, where nobody listens
     # A UDP datagram to 127.0.0.1 is "sent" -- into the run's own namespace: the host's UDP
     # listener must not receive it (checked below).

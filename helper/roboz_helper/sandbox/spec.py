@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import get_args
 
-NETWORK_MODES = ("none", "loopback")
+from roboz_helper.run_states import NetworkMode
+
+NETWORK_MODES: tuple[NetworkMode, ...] = get_args(NetworkMode)
 
 
 class SandboxError(Exception):
@@ -24,7 +27,7 @@ class SandboxSpec:
     workdir: str
     readonly_paths: tuple[str, ...]
     writable_paths: tuple[str, ...]
-    network: str
+    network: NetworkMode
     env: dict[str, str]
     timeout_s: float
     max_output_bytes: int
@@ -39,14 +42,14 @@ class SandboxSpec:
 
 @dataclass(frozen=True)
 class SandboxOutcome:
-    status: str  # "success" | "failed" | "timeout" | "output_limit" | "killed"
+    status: str  # a run_states.RunStatus (runs.completion_of checks it)
     exit_code: int | None
     signal: int | None
     diagnostic: str
     wall_time_s: float
     cpu_time_s: float
     peak_memory_bytes: int
-    limit: str | None  # "timeout" | "output" | "memory" | "pids" | "cpu" | "seccomp" | None
+    limit: str | None  # a run_states.Limit or None
 
 
 def _check_path(field: str, path: str) -> None:

@@ -103,7 +103,7 @@ def local_helper(scripts: Mapping[str, str]) -> Iterator[LocalHelper]:
 
 def _prepare(base: Path, scripts: Mapping[str, str]) -> LocalHelper:
     scripts_dir, work = base / "scripts", base / "work"
-    scripts_dir.mkdir()
+    scripts_dir.mkdir(mode=0o755)  # the helper refuses scripts others could change
     work.mkdir()
     if os.geteuid() == 0:
         os.chown(work, NOBODY_UID, NOBODY_UID)  # the runs' own user writes the workspace

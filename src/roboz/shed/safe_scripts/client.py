@@ -2,7 +2,7 @@
 asyncio client (``roboz.shed.safe_scripts.aio``).
 
 One call is one connection: connect, read the helper's greeting, send one request, read frames
-until the single Completion. Transport and protocol failures raise SafeScriptsError subclasses;
+until the single RunCompletion. Transport and protocol failures raise SafeScriptsError subclasses;
 a run that was refused, timed out or hit a limit is a normal result with that status, so an
 agent can read the diagnostic and react.
 """
@@ -18,13 +18,13 @@ from typing import NoReturn
 
 from roboz_helper import protocol
 from roboz_helper.protocol import (
-    Completion,
     ExecCommand,
     FrameError,
     Greeting,
     ListScripts,
     Output,
     ProtocolError,
+    RunCompletion,
     RunScript,
     ScriptEntry,
 )
@@ -161,7 +161,7 @@ def _connect_error(exc: OSError, socket_path: str) -> SafeScriptsError:
 
 def _check_greeting(frame: protocol.Response) -> Greeting:
     """The helper's first frame: a greeting in our protocol version, or why not."""
-    if isinstance(frame, Completion):
+    if isinstance(frame, RunCompletion):
         _raise_for_handshake(frame)
     if not isinstance(frame, Greeting):
         raise ProtocolMismatch(f"expected a greeting, got {type(frame).__name__}")
@@ -189,7 +189,7 @@ class _Listing:
         if isinstance(frame, ScriptEntry):
             self.found.append(ScriptInfo(frame.name, frame.description))
             return None
-        if isinstance(frame, Completion):
+        if isinstance(frame, RunCompletion):
             if frame.status != "listed":
                 _raise_for_handshake(frame)
                 raise SafeScriptsError(f"listing failed: {frame.diagnostic}")
@@ -209,7 +209,7 @@ class _Run:
         if isinstance(frame, Output):
             (self.out if frame.stream == "stdout" else self.err).add(frame.data)
             return frame
-        if isinstance(frame, Completion):
+        if isinstance(frame, RunCompletion):
             return ShellScriptResult(
                 status=frame.status,
                 exit_code=frame.exit_code,
@@ -351,7 +351,7 @@ class SafeScriptsClient(_ClientSettings):
             conn.sock.close()
 
 
-def _raise_for_handshake(frame: Completion) -> None:
+def _raise_for_handshake(frame: RunCompletion) -> None:
     if frame.status == "refused":
         raise ClientRefused(frame.diagnostic or "the helper refused this client")
     if frame.status == "busy":
