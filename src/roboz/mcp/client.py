@@ -32,6 +32,7 @@ DEFAULT_CONNECT_TIMEOUT_S = 30.0
 DEFAULT_MAX_RECONNECTS = 3
 # Slack for the loop hop on top of the SDK's own request timeout, which should fire first.
 _WAIT_SLACK_S = 5.0
+_TEARDOWN_DELAY_S = 0.2
 
 
 class MCPError(Exception):
@@ -307,8 +308,10 @@ class _Connection:
 
     def _lost(self) -> None:
         self.alive = False
-        # Called from the transport's reader; wake the holder so it tears the link down.
-        self._stop.set()
+        # Called from the transport when the server is gone. Tear down a little later: the
+        # session's receive loop must first end on its own, because that is where calls in
+        # flight learn that the connection closed (a cancelled loop would leave them waiting).
+        asyncio.get_running_loop().call_later(_TEARDOWN_DELAY_S, self._stop.set)
 
     async def _hold(self, ready: asyncio.Future[None]) -> None:
         try:
