@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from roboz.cli import env, inventory, scaffold, scripts
+from roboz.cli import env, inventory, mcp, scaffold, scripts
 from roboz.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
 
 app = typer.Typer(
@@ -30,6 +30,7 @@ app.add_typer(env.app, name="env")
 app.add_typer(scaffold.tool_app, name="tool")
 app.add_typer(scaffold.skill_app, name="skill")
 app.add_typer(scripts.app, name="scripts")
+app.add_typer(mcp.app, name="mcp")
 
 
 class _Run:
