@@ -95,7 +95,7 @@ def test_run_step_llm_and_tool_spans_nest(
     assert len({span.context.trace_id for span in spans if span.context}) == 1
     assert run.attributes is not None and run.attributes["gen_ai.agent.name"] == "greeter"
     assert run.attributes["roboz.agent.llm_calls"] == 2
-    assert run.status.status_code is StatusCode.OK
+    assert run.status.status_code is StatusCode.UNSET  # success is left unset, as OTel asks
     assert [parent_of(step) for step in steps] == [span_id(run)] * 2
     assert [parent_of(p) for p in prompts] == [span_id(s) for s in steps]
     assert [parent_of(c) for c in chats] == [span_id(p) for p in prompts]
@@ -287,3 +287,42 @@ def test_without_an_sdk_the_api_is_a_no_op() -> None:
     assert result.value == "bye"
     sink.unsubscribe()
     assert sink not in agent.event_pipe.sinks
+
+
+def test_chained_calls_can_be_summarised_on_their_step(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    @tool
+    def start(input: Empty, messages: list[Message]) -> Int:
+        """Start."""
+        return Int(value=0)
+
+    @tool(chained_to=["start", "tick"], chain_condition=lambda x: x.value < 5)
+    def tick(input: Int, messages: list[Message]) -> Int:
+        """Count."""
+        return Int(value=input.value + 1)
+
+    @tool(chained_to=tick, chain_condition=lambda x: x.value >= 5)
+    def check(input: Int, messages: list[Message]) -> ShellScriptOutcome:
+        """A chained call that goes wrong still gets a span."""
+        return ShellScriptOutcome(value="", script="s.sh", status="failed", exit_status=1)
+
+    @tool(chained_to=check)
+    def end(input: Str, messages: list[Message]) -> Stop:
+        """End."""
+        return Stop()
+
+    agent = Agent(
+        "hot", mode=AgentMode.DETERMINISTIC, default_tools=[start], tools=[tick, check, end]
+    )
+    instrument(agent, tracer_provider=provider, chained_spans=False)
+    agent.invoke()
+    spans = exporter.get_finished_spans()
+    assert not named(spans, "execute_tool tick") and not named(spans, "execute_tool end")
+    step = one(spans, "step 1").attributes or {}
+    assert step["roboz.step.chained_calls"] == 6
+    assert tuple(step["roboz.step.chained_tools"]) == ("tick", "end")  # type: ignore[arg-type]
+    failed = one(spans, "execute_tool check")
+    assert parent_of(failed) == span_id(one(spans, "step 1"))
+    assert (failed.attributes or {})["roboz.tool.status"] == "error"
+    assert parent_of(one(spans, "helper_run")) == span_id(failed)

@@ -13,6 +13,7 @@ events carry prompt sizes and token counts, and that is what is recorded.
 from __future__ import annotations
 
 import contextvars
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +42,7 @@ _SUCCESSFUL_RUNS = ("success", "listed")
 @dataclass
 class _Open:
     span: Span
-    token: object
+    token: object | None
     started_ns: int = 0
 
 
@@ -54,8 +55,13 @@ class _Run:
     tool: _Open | None = None
     tool_name: str = ""
     denial: str | None = None
+    decisions: list[dict[str, Any]] = field(default_factory=list)
     llm: Span | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # chained_spans=False: chained calls that went well are only counted on their step.
+    chained_started_ns: int = 0
+    chained_calls: int = 0
+    chained_ns: int = 0
+    chained_tools: list[str] = field(default_factory=list)
 
 
 _current: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
@@ -71,11 +77,13 @@ class OTelSink:
         *,
         tracer_provider: trace.TracerProvider | None = None,
         capture_content: bool = False,
+        chained_spans: bool = True,
     ) -> None:
         from roboz import __version__
 
         self.tracer = trace.get_tracer("roboz", __version__, tracer_provider=tracer_provider)
         self.capture_content = capture_content
+        self.chained_spans = chained_spans
         self._unsubscribe: Callable[[], None] | None = None
         self._handlers: dict[type, Callable[[Any], None]] = {
             AgentStarted: self._agent_started,
@@ -134,9 +142,9 @@ class OTelSink:
         if state is None:
             return
         span = state.run.span
-        span.set_attribute("roboz.agent.steps", event.steps)
-        span.set_attribute("roboz.agent.llm_calls", event.llm_calls)
-        span.set_status(Status(StatusCode.OK))
+        span.set_attributes(
+            {"roboz.agent.steps": event.steps, "roboz.agent.llm_calls": event.llm_calls}
+        )
         self._close_run(state)
 
     def _agent_failed(self, event: AgentFailed) -> None:
@@ -158,11 +166,13 @@ class OTelSink:
         if state.llm is not None:
             state.llm.end()
             state.llm = None
-        for opened in (state.tool, state.step, state.run):
-            if opened is not None:
-                opened.span.end()
-                otel_context.detach(opened.token)  # type: ignore[arg-type]
-        state.tool = state.step = None
+        if state.tool is not None:
+            state.tool.span.end()
+            otel_context.detach(state.tool.token)  # type: ignore[arg-type]
+            state.tool = None
+        self._end_step(state)
+        state.run.span.end()
+        otel_context.detach(state.run.token)  # type: ignore[arg-type]
         _current.set(state.parent)
 
     # -- tools ---------------------------------------------------------------------------------
@@ -176,14 +186,17 @@ class OTelSink:
             otel_context.detach(state.tool.token)  # type: ignore[arg-type]
             state.tool = None
         if event.trigger == "default":
-            if state.step is not None:
-                state.step.span.end()
-                otel_context.detach(state.step.token)  # type: ignore[arg-type]
+            self._end_step(state)
             state.steps += 1
             state.step = self._start(
                 f"step {state.steps}",
                 {"roboz.step.number": state.steps, "roboz.step.default": event.tool},
             )
+        state.tool_name, state.denial = event.tool, None
+        state.decisions.clear()
+        if event.trigger == "chained" and not self.chained_spans:
+            state.chained_started_ns = time.time_ns()  # a span only if it goes wrong
+            return
         opened = self._start(
             f"execute_tool {event.tool}",
             {
@@ -193,29 +206,82 @@ class OTelSink:
             },
         )
         opened.started_ns = _now_ns(opened.span)
-        state.tool, state.tool_name, state.denial = opened, event.tool, None
+        state.tool = opened
 
     def _tool_finished(self, event: ToolFinished) -> None:
         state = _current.get()
-        if state is None or state.tool is None:
+        if state is None:
             return
-        opened, output = state.tool, event.output
+        output = event.output
+        shape = _shape(type(output))
+        status = "denied" if state.denial is not None else _status_of(output, shape)
+        opened = state.tool
+        if opened is None:
+            if not state.chained_started_ns:
+                return
+            started, state.chained_started_ns = state.chained_started_ns, 0
+            if status == "ok" and not shape.helper_run:
+                state.chained_calls += 1
+                state.chained_ns += time.time_ns() - started
+                if event.tool not in state.chained_tools:
+                    state.chained_tools.append(event.tool)
+                return
+            opened = _Open(
+                self.tracer.start_span(
+                    f"execute_tool {event.tool}",
+                    start_time=started,
+                    attributes={
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": event.tool,
+                        "roboz.tool.trigger": "chained",
+                    },
+                ),
+                None,
+                started,
+            )
         span = opened.span
-        status = "denied" if state.denial is not None else _status_of(output)
-        span.set_attribute("roboz.tool.status", status)
-        span.set_attribute("roboz.tool.output_type", type(output).__name__)
+        attributes: dict[str, Any] = {
+            "roboz.tool.status": status,
+            "roboz.tool.output_type": type(output).__name__,
+        }
         if state.denial is not None:
-            span.set_attribute("roboz.tool.denial_reason", state.denial)
-        if _is_helper_run(output):
-            self._helper_run(output, opened.started_ns)
-        span.set_status(Status(StatusCode.ERROR if status == "error" else StatusCode.OK))
+            attributes["roboz.tool.denial_reason"] = state.denial
+            for decision in state.decisions:
+                span.add_event("permission_denied", decision)
+            state.decisions.clear()
+        span.set_attributes(attributes)
+        if shape.helper_run:
+            self._helper_run(output, opened.started_ns, span)
+        if status == "error":
+            span.set_status(Status(StatusCode.ERROR))
         span.end()
-        otel_context.detach(opened.token)  # type: ignore[arg-type]
+        if opened.token is not None:
+            otel_context.detach(opened.token)  # type: ignore[arg-type]
         state.tool = None
+
+    def _end_step(self, state: _Run) -> None:
+        step = state.step
+        if step is None:
+            return
+        if state.chained_calls:
+            step.span.set_attributes(
+                {
+                    "roboz.step.chained_calls": state.chained_calls,
+                    "roboz.step.chained_tools": list(state.chained_tools),
+                    "roboz.step.chained_duration_s": state.chained_ns / 1e9,
+                }
+            )
+            state.chained_calls, state.chained_ns = 0, 0
+            state.chained_tools.clear()
+        step.span.end()
+        otel_context.detach(step.token)  # type: ignore[arg-type]
+        state.step = None
 
     def _decision(self, event: Any) -> None:
         state = _current.get()
-        if state is None or state.tool is None or getattr(event, "verdict", "") != "deny":
+        if state is None or getattr(event, "verdict", "") != "deny":
+            return
+        if state.tool is None and not state.chained_started_ns:
             return
         reason = (getattr(event, "reason", "") or "").strip() or "denied by policy"
         if state.denial is None:
@@ -226,11 +292,12 @@ class OTelSink:
         }
         if self.capture_content:
             attributes["roboz.permission.path"] = getattr(event, "path", "")
-        state.tool.span.add_event("permission_denied", attributes)
+        state.decisions.append(attributes)
 
-    def _helper_run(self, outcome: Any, started_ns: int) -> None:
+    def _helper_run(self, outcome: Any, started_ns: int, parent: Span) -> None:
         span = self.tracer.start_span(
             "helper_run",
+            context=trace.set_span_in_context(parent),
             start_time=started_ns or None,
             attributes={
                 "roboz.helper.script": str(getattr(outcome, "script", "")),
@@ -243,8 +310,8 @@ class OTelSink:
         limit = getattr(outcome, "limit", None)
         if limit:
             span.set_attribute("roboz.helper.limit", str(limit))
-        ok = outcome.status in _SUCCESSFUL_RUNS
-        span.set_status(Status(StatusCode.OK if ok else StatusCode.ERROR))
+        if outcome.status not in _SUCCESSFUL_RUNS:
+            span.set_status(Status(StatusCode.ERROR))
         span.end()
 
     # -- LLM calls -----------------------------------------------------------------------------
@@ -275,7 +342,6 @@ class OTelSink:
         span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
         if self.capture_content:
             span.set_attribute("gen_ai.completion", _clip(event.text))
-        span.set_status(Status(StatusCode.OK))
         span.end()
         state.llm = None
 
@@ -294,29 +360,61 @@ def instrument(
     *,
     tracer_provider: trace.TracerProvider | None = None,
     capture_content: bool = False,
+    chained_spans: bool = True,
 ) -> OTelSink:
-    """Trace ``agent`` (anything with an ``event_pipe``); returns the subscribed sink."""
+    """Trace ``agent`` (an Agent, or an EventPipe); returns the subscribed sink.
+
+    ``chained_spans=False`` suits long deterministic chains: a chained call that succeeds is
+    then counted on its step span (calls, tools, time) instead of getting a span of its own;
+    chained calls that fail or are denied still get one.
+    """
     pipe = getattr(agent, "event_pipe", agent)
     if not isinstance(pipe, EventPipe):
         raise TypeError(f"instrument() needs an Agent or an EventPipe, got {agent!r}")
-    sink = OTelSink(tracer_provider=tracer_provider, capture_content=capture_content)
+    sink = OTelSink(
+        tracer_provider=tracer_provider,
+        capture_content=capture_content,
+        chained_spans=chained_spans,
+    )
     return sink.subscribe(pipe)
 
 
-def _status_of(output: Any) -> str:
-    if getattr(output, "ok", True) is False:
+@dataclass(frozen=True)
+class _Shape:
+    """Which outcome fields an output type has; found once per type, because probing a
+    pydantic model for a missing attribute is slow enough to show in a 200-step chain."""
+
+    ok: bool
+    helper_run: bool
+    exit_status: bool
+
+
+_SHAPES: dict[type, _Shape] = {}
+
+
+def _shape(kind: type) -> _Shape:
+    shape = _SHAPES.get(kind)
+    if shape is None:
+        names = set(getattr(kind, "model_fields", {})) | set(
+            getattr(kind, "__dataclass_fields__", {})
+        )
+        shape = _Shape(
+            ok="ok" in names,
+            helper_run={"script", "status"} <= names,
+            exit_status="exit_status" in names,
+        )
+        _SHAPES[kind] = shape
+    return shape
+
+
+def _status_of(output: Any, shape: _Shape) -> str:
+    if shape.ok and output.ok is False:
         return "error"
-    status = getattr(output, "status", None)
-    if isinstance(status, str) and hasattr(output, "script"):
-        return "ok" if status in _SUCCESSFUL_RUNS else "error"
-    exit_status = getattr(output, "exit_status", None)
-    if isinstance(exit_status, int) and exit_status != 0:
+    if shape.helper_run:
+        return "ok" if output.status in _SUCCESSFUL_RUNS else "error"
+    if shape.exit_status and isinstance(output.exit_status, int) and output.exit_status != 0:
         return "error"
     return "ok"
-
-
-def _is_helper_run(output: Any) -> bool:
-    return hasattr(output, "script") and isinstance(getattr(output, "status", None), str)
 
 
 def _now_ns(span: Span) -> int:
