@@ -34,6 +34,7 @@ class LoopThread:
                     asyncio.set_event_loop(loop)
                     loop.call_soon(ready.set)
                     loop.run_forever()
+                    _drain(loop)
                     loop.close()
 
                 thread = threading.Thread(target=main, name=self._name, daemon=True)
@@ -85,3 +86,14 @@ class LoopThread:
         loop.call_soon_threadsafe(loop.stop)
         if threading.current_thread() is not thread:
             thread.join(timeout)
+
+
+def _drain(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what is left and run the callbacks already scheduled (a child's transport
+    reports its end through one), so nothing touches the loop after it is closed."""
+    leftover = asyncio.all_tasks(loop)
+    for task in leftover:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.run_until_complete(asyncio.sleep(0))

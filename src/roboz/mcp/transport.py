@@ -131,8 +131,8 @@ async def _end_process_group(process: Process) -> None:
             exited = True
     # Whatever the server started and left behind in its group ends with it.
     _signal_group(group, signal.SIGKILL)
-    if not exited:
-        await process.wait()
+    with contextlib.suppress(Exception):
+        await process.aclose()  # reaps it and closes the pipes and the transport
 
 
 def _signal_group(group: int, signum: int) -> None:
