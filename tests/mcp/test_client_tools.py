@@ -273,3 +273,18 @@ def test_mcp_tools_capability_and_skill(demo: MCPServer, recorder: Recorder) -> 
 def test_input_models_are_empty_subclasses(demo: MCPServer) -> None:
     for item in demo.tools():
         assert issubclass(item.input_type, Empty)
+
+
+def test_tools_work_from_inside_a_running_event_loop(demo: MCPServer) -> None:
+    import asyncio
+
+    echo = by_name(demo.tools(include=["echo"]))["echo"]
+
+    async def async_run() -> object:
+        # What an async agent run does with a synchronous tool: call it on its own loop's
+        # thread or hand it to a worker thread. Both reach the server's private loop.
+        inline = echo.run(echo.input_type(text="inline"), [])
+        threaded = await asyncio.to_thread(echo.run, echo.input_type(text="threaded"), [])
+        return inline, threaded
+
+    assert asyncio.run(async_run()) == (Str(value="inline"), Str(value="threaded"))
