@@ -326,3 +326,23 @@ def test_chained_calls_can_be_summarised_on_their_step(
     assert parent_of(failed) == span_id(one(spans, "step 1"))
     assert (failed.attributes or {})["roboz.tool.status"] == "error"
     assert parent_of(one(spans, "helper_run")) == span_id(failed)
+
+
+def test_two_sinks_on_one_pipe_each_get_the_whole_tree() -> None:
+    exporters = [InMemorySpanExporter(), InMemorySpanExporter()]
+    providers = []
+    agent = llm_agent(REPLIES)
+    for exporter in exporters:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        providers.append(provider)
+        instrument(agent, tracer_provider=provider)
+    agent.invoke()
+    first, second = (exporter.get_finished_spans() for exporter in exporters)
+    assert sorted(s.name for s in first) == sorted(s.name for s in second)
+    for spans in (first, second):
+        run = one(spans, "invoke_agent greeter")
+        assert parent_of(run) is None
+        assert parent_of(one(spans, "step 1")) == span_id(run)
+    for provider in providers:
+        provider.shutdown()

@@ -34,9 +34,9 @@ from roboz.runtime.events import (
     ToolFinished,
     ToolStarted,
 )
+from roboz.tracing.outcomes import SUCCESSFUL_RUNS, shape_of, status_of
 
 CONTENT_LIMIT = 4096
-_SUCCESSFUL_RUNS = ("success", "listed")
 
 
 @dataclass
@@ -64,11 +64,6 @@ class _Run:
     chained_tools: list[str] = field(default_factory=list)
 
 
-_current: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
-    "roboz_otel_run", default=None
-)
-
-
 class OTelSink:
     """An event sink that records spans; subscribe it to a pipe or use ``instrument``."""
 
@@ -85,6 +80,11 @@ class OTelSink:
         self.capture_content = capture_content
         self.chained_spans = chained_spans
         self._unsubscribe: Callable[[], None] | None = None
+        # The run in progress in this context (thread or task); per sink, so two sinks on
+        # one pipe keep their own books. A nested run points back to the one it runs in.
+        self._current: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
+            f"roboz_otel_run_{id(self)}", default=None
+        )
         self._handlers: dict[type, Callable[[Any], None]] = {
             AgentStarted: self._agent_started,
             AgentFinished: self._agent_finished,
@@ -135,10 +135,10 @@ class OTelSink:
                 "roboz.agent.mode": event.mode,
             },
         )
-        _current.set(_Run(opened, _current.get()))
+        self._current.set(_Run(opened, self._current.get()))
 
     def _agent_finished(self, event: AgentFinished) -> None:
-        state = _current.get()
+        state = self._current.get()
         if state is None:
             return
         span = state.run.span
@@ -148,7 +148,7 @@ class OTelSink:
         self._close_run(state)
 
     def _agent_failed(self, event: AgentFailed) -> None:
-        state = _current.get()
+        state = self._current.get()
         if state is None:
             return
         description = _clip(event.error) if self.capture_content else "the agent run failed"
@@ -173,12 +173,12 @@ class OTelSink:
         self._end_step(state)
         state.run.span.end()
         otel_context.detach(state.run.token)  # type: ignore[arg-type]
-        _current.set(state.parent)
+        self._current.set(state.parent)
 
     # -- tools ---------------------------------------------------------------------------------
 
     def _tool_started(self, event: ToolStarted) -> None:
-        state = _current.get()
+        state = self._current.get()
         if state is None:
             return
         if state.tool is not None:  # a finish we never saw (the tool raised): close it
@@ -209,12 +209,12 @@ class OTelSink:
         state.tool = opened
 
     def _tool_finished(self, event: ToolFinished) -> None:
-        state = _current.get()
+        state = self._current.get()
         if state is None:
             return
         output = event.output
-        shape = _shape(type(output))
-        status = "denied" if state.denial is not None else _status_of(output, shape)
+        shape = shape_of(type(output))
+        status = "denied" if state.denial is not None else status_of(output, shape)
         opened = state.tool
         if opened is None:
             if not state.chained_started_ns:
@@ -278,7 +278,7 @@ class OTelSink:
         state.step = None
 
     def _decision(self, event: Any) -> None:
-        state = _current.get()
+        state = self._current.get()
         if state is None or getattr(event, "verdict", "") != "deny":
             return
         if state.tool is None and not state.chained_started_ns:
@@ -310,14 +310,14 @@ class OTelSink:
         limit = getattr(outcome, "limit", None)
         if limit:
             span.set_attribute("roboz.helper.limit", str(limit))
-        if outcome.status not in _SUCCESSFUL_RUNS:
+        if outcome.status not in SUCCESSFUL_RUNS:
             span.set_status(Status(StatusCode.ERROR))
         span.end()
 
     # -- LLM calls -----------------------------------------------------------------------------
 
     def _llm_requested(self, event: LLMRequested) -> None:
-        state = _current.get()
+        state = self._current.get()
         if state is None:
             return
         if state.llm is not None:  # asked again: the previous reply was rejected
@@ -334,7 +334,7 @@ class OTelSink:
         )
 
     def _llm_replied(self, event: LLMReplied) -> None:
-        state = _current.get()
+        state = self._current.get()
         if state is None or state.llm is None:
             return
         span = state.llm
@@ -346,7 +346,7 @@ class OTelSink:
         state.llm = None
 
     def _llm_rejected(self, event: LLMReplyRejected) -> None:
-        state = _current.get()
+        state = self._current.get()
         if state is None:
             return
         target = state.llm if state.llm is not None else state.tool and state.tool.span
@@ -377,44 +377,6 @@ def instrument(
         chained_spans=chained_spans,
     )
     return sink.subscribe(pipe)
-
-
-@dataclass(frozen=True)
-class _Shape:
-    """Which outcome fields an output type has; found once per type, because probing a
-    pydantic model for a missing attribute is slow enough to show in a 200-step chain."""
-
-    ok: bool
-    helper_run: bool
-    exit_status: bool
-
-
-_SHAPES: dict[type, _Shape] = {}
-
-
-def _shape(kind: type) -> _Shape:
-    shape = _SHAPES.get(kind)
-    if shape is None:
-        names = set(getattr(kind, "model_fields", {})) | set(
-            getattr(kind, "__dataclass_fields__", {})
-        )
-        shape = _Shape(
-            ok="ok" in names,
-            helper_run={"script", "status"} <= names,
-            exit_status="exit_status" in names,
-        )
-        _SHAPES[kind] = shape
-    return shape
-
-
-def _status_of(output: Any, shape: _Shape) -> str:
-    if shape.ok and output.ok is False:
-        return "error"
-    if shape.helper_run:
-        return "ok" if output.status in _SUCCESSFUL_RUNS else "error"
-    if shape.exit_status and isinstance(output.exit_status, int) and output.exit_status != 0:
-        return "error"
-    return "ok"
 
 
 def _now_ns(span: Span) -> int:
