@@ -346,3 +346,17 @@ def test_two_sinks_on_one_pipe_each_get_the_whole_tree() -> None:
         assert parent_of(one(spans, "step 1")) == span_id(run)
     for provider in providers:
         provider.shutdown()
+
+
+def test_a_run_inside_an_application_span_is_its_child(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    agent = llm_agent(REPLIES)
+    instrument(agent, tracer_provider=provider)
+    with provider.get_tracer("app").start_as_current_span("request"):
+        agent.invoke()
+    spans = exporter.get_finished_spans()
+    assert parent_of(one(spans, "invoke_agent greeter")) == span_id(one(spans, "request"))
+    from opentelemetry import trace
+
+    assert not trace.get_current_span().get_span_context().is_valid  # nothing left attached

@@ -50,6 +50,10 @@ class _Open:
 class _Run:
     run: _Open
     parent: _Run | None
+    # Only one sink per context makes its spans current: attach/detach must nest, and two
+    # sinks on one pipe would interleave them.
+    attaches: bool = True
+    shared_token: object | None = None
     step: _Open | None = None
     steps: int = 0
     tool: _Open | None = None
@@ -62,6 +66,25 @@ class _Run:
     chained_calls: int = 0
     chained_ns: int = 0
     chained_tools: list[str] = field(default_factory=list)
+
+    def innermost(self) -> Span:
+        """The open span new spans of this run go below."""
+        for opened in (self.tool, self.step):
+            if opened is not None:
+                return opened.span
+        return self.run.span
+
+
+# The sink that attaches contexts in this context, and the context the outermost run began in
+# (the parent of every sink's outermost run span, so no sink nests under another's spans).
+_shared: contextvars.ContextVar[tuple[OTelSink, otel_context.Context] | None] = (
+    contextvars.ContextVar("roboz_otel_shared", default=None)
+)
+
+
+def _detach(opened: _Open) -> None:
+    if opened.token is not None:
+        otel_context.detach(opened.token)  # type: ignore[arg-type]
 
 
 class OTelSink:
@@ -121,12 +144,24 @@ class OTelSink:
 
     # -- runs and steps ------------------------------------------------------------------------
 
-    def _start(self, name: str, attributes: dict[str, Any], start_ns: int | None = None) -> _Open:
-        span = self.tracer.start_span(name, attributes=attributes, start_time=start_ns)
-        token = otel_context.attach(trace.set_span_in_context(span))
+    def _start(
+        self, name: str, attributes: dict[str, Any], parent: otel_context.Context, attach: bool
+    ) -> _Open:
+        span = self.tracer.start_span(name, context=parent, attributes=attributes)
+        token = otel_context.attach(trace.set_span_in_context(span)) if attach else None
         return _Open(span, token)
 
     def _agent_started(self, event: AgentStarted) -> None:
+        enclosing = self._current.get()
+        shared = _shared.get()
+        shared_token = None
+        if shared is None:  # the outermost run in this context, whichever sink sees it first
+            shared = (self, otel_context.get_current())
+            shared_token = _shared.set(shared)
+        parent = (
+            trace.set_span_in_context(enclosing.innermost()) if enclosing is not None else shared[1]
+        )
+        attaches = shared[0] is self
         opened = self._start(
             f"invoke_agent {event.agent}",
             {
@@ -134,8 +169,10 @@ class OTelSink:
                 "gen_ai.agent.name": event.agent or "",
                 "roboz.agent.mode": event.mode,
             },
+            parent,
+            attaches,
         )
-        self._current.set(_Run(opened, self._current.get()))
+        self._current.set(_Run(opened, enclosing, attaches=attaches, shared_token=shared_token))
 
     def _agent_finished(self, event: AgentFinished) -> None:
         state = self._current.get()
@@ -168,11 +205,13 @@ class OTelSink:
             state.llm = None
         if state.tool is not None:
             state.tool.span.end()
-            otel_context.detach(state.tool.token)  # type: ignore[arg-type]
+            _detach(state.tool)
             state.tool = None
         self._end_step(state)
         state.run.span.end()
-        otel_context.detach(state.run.token)  # type: ignore[arg-type]
+        _detach(state.run)
+        if state.shared_token is not None:
+            _shared.reset(state.shared_token)  # type: ignore[arg-type]
         self._current.set(state.parent)
 
     # -- tools ---------------------------------------------------------------------------------
@@ -183,7 +222,7 @@ class OTelSink:
             return
         if state.tool is not None:  # a finish we never saw (the tool raised): close it
             state.tool.span.end()
-            otel_context.detach(state.tool.token)  # type: ignore[arg-type]
+            _detach(state.tool)
             state.tool = None
         if event.trigger == "default":
             self._end_step(state)
@@ -191,6 +230,8 @@ class OTelSink:
             state.step = self._start(
                 f"step {state.steps}",
                 {"roboz.step.number": state.steps, "roboz.step.default": event.tool},
+                trace.set_span_in_context(state.run.span),
+                state.attaches,
             )
         state.tool_name, state.denial = event.tool, None
         state.decisions.clear()
@@ -204,6 +245,8 @@ class OTelSink:
                 "gen_ai.tool.name": event.tool,
                 "roboz.tool.trigger": event.trigger,
             },
+            trace.set_span_in_context(state.innermost()),
+            state.attaches,
         )
         opened.started_ns = _now_ns(opened.span)
         state.tool = opened
@@ -229,6 +272,7 @@ class OTelSink:
             opened = _Open(
                 self.tracer.start_span(
                     f"execute_tool {event.tool}",
+                    context=trace.set_span_in_context(state.innermost()),
                     start_time=started,
                     attributes={
                         "gen_ai.operation.name": "execute_tool",
@@ -255,8 +299,7 @@ class OTelSink:
         if status == "error":
             span.set_status(Status(StatusCode.ERROR))
         span.end()
-        if opened.token is not None:
-            otel_context.detach(opened.token)  # type: ignore[arg-type]
+        _detach(opened)
         state.tool = None
 
     def _end_step(self, state: _Run) -> None:
@@ -274,7 +317,7 @@ class OTelSink:
             state.chained_calls, state.chained_ns = 0, 0
             state.chained_tools.clear()
         step.span.end()
-        otel_context.detach(step.token)  # type: ignore[arg-type]
+        _detach(step)
         state.step = None
 
     def _decision(self, event: Any) -> None:
@@ -325,6 +368,7 @@ class OTelSink:
             state.llm.end()
         state.llm = self.tracer.start_span(
             f"chat {event.model}",
+            context=trace.set_span_in_context(state.innermost()),
             attributes={
                 "gen_ai.operation.name": "chat",
                 "gen_ai.system": event.endpoint or "unknown",
