@@ -54,6 +54,8 @@ class _Run:
     # sinks on one pipe would interleave them.
     attaches: bool = True
     shared_token: object | None = None
+    # No SDK configured (the API's no-op tracer): nothing below the run would be recorded.
+    quiet: bool = False
     step: _Open | None = None
     steps: int = 0
     tool: _Open | None = None
@@ -172,7 +174,10 @@ class OTelSink:
             parent,
             attaches,
         )
-        self._current.set(_Run(opened, enclosing, attaches=attaches, shared_token=shared_token))
+        quiet = not opened.span.get_span_context().is_valid
+        self._current.set(
+            _Run(opened, enclosing, attaches=attaches, shared_token=shared_token, quiet=quiet)
+        )
 
     def _agent_finished(self, event: AgentFinished) -> None:
         state = self._current.get()
@@ -218,7 +223,7 @@ class OTelSink:
 
     def _tool_started(self, event: ToolStarted) -> None:
         state = self._current.get()
-        if state is None:
+        if state is None or state.quiet:
             return
         if state.tool is not None:  # a finish we never saw (the tool raised): close it
             state.tool.span.end()
@@ -253,7 +258,7 @@ class OTelSink:
 
     def _tool_finished(self, event: ToolFinished) -> None:
         state = self._current.get()
-        if state is None:
+        if state is None or state.quiet:
             return
         output = event.output
         shape = shape_of(type(output))
@@ -322,7 +327,7 @@ class OTelSink:
 
     def _decision(self, event: Any) -> None:
         state = self._current.get()
-        if state is None or getattr(event, "verdict", "") != "deny":
+        if state is None or state.quiet or getattr(event, "verdict", "") != "deny":
             return
         if state.tool is None and not state.chained_started_ns:
             return
@@ -361,7 +366,7 @@ class OTelSink:
 
     def _llm_requested(self, event: LLMRequested) -> None:
         state = self._current.get()
-        if state is None:
+        if state is None or state.quiet:
             return
         if state.llm is not None:  # asked again: the previous reply was rejected
             state.llm.set_attribute("roboz.llm.reply_rejected", True)
@@ -391,7 +396,7 @@ class OTelSink:
 
     def _llm_rejected(self, event: LLMReplyRejected) -> None:
         state = self._current.get()
-        if state is None:
+        if state is None or state.quiet:
             return
         target = state.llm if state.llm is not None else state.tool and state.tool.span
         if target:
