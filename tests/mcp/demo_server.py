@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Literal
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.utilities.types import Image
 from pydantic import BaseModel, Field
 
@@ -116,6 +116,14 @@ def spawn_child() -> str:
     record("spawn_child")
     child = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL)
     return str(child.pid)
+
+
+@server.tool()
+def header(name: str, ctx: Context) -> str:
+    """The value of an HTTP request header ('' over stdio)."""
+    record("header")
+    request = ctx.request_context.request
+    return "" if request is None else request.headers.get(name, "")
 
 
 @server.tool()

@@ -237,14 +237,16 @@ def test_close_ends_the_server_and_its_process_group(demo: MCPServer) -> None:
 
 
 def test_streamable_http(http_demo: str, recorder: Recorder) -> None:
-    with MCPServer.http(http_demo, headers={"X-Test": "1"}, name="web") as server:
+    with MCPServer.http(http_demo, headers={"X-Token": "sesame"}, name="web") as server:
         tools = by_name(server.tools())
+        header = tools["header"]
+        assert header.run(header.input_type(name="x-token"), []) == Str(value="sesame")
         echo = tools["echo"]
         assert echo.run(echo.input_type(text="over http"), []) == Str(value="over http")
         fail = tools["fail"]
         result = fail.run(fail.input_type(why="x"), [])
         assert isinstance(result, MCPToolError) and "'web'" in result.value
-    assert recorder.calls() == ["echo", "fail"]
+    assert recorder.calls() == ["header", "echo", "fail"]
 
 
 def test_mcp_tools_capability_and_skill(demo: MCPServer, recorder: Recorder) -> None:
@@ -288,3 +290,26 @@ def test_tools_work_from_inside_a_running_event_loop(demo: MCPServer) -> None:
         return inline, threaded
 
     assert asyncio.run(async_run()) == (Str(value="inline"), Str(value="threaded"))
+
+
+def test_async_callers_await_without_blocking_their_loop(demo: MCPServer) -> None:
+    import asyncio
+
+    async def main() -> list[str]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        running = asyncio.create_task(ticker())
+        results = await asyncio.gather(
+            demo.acall_tool("slow", {"seconds": 0.3}), demo.acall_tool("echo", {"text": "x"})
+        )
+        running.cancel()
+        assert ticks >= 10  # the caller's loop kept running while the calls were out
+        return [block.text for result in results for block in result.content]
+
+    assert asyncio.run(main()) == ["slept 0.3", "x"]

@@ -150,6 +150,24 @@ class MCPServer:
         limit = timeout or self.timeout
         return self._run(self._call(tool, arguments, limit), self.connect_timeout + limit)
 
+    async def acall_tool(
+        self, tool: str, arguments: dict[str, Any], *, timeout: float | None = None
+    ) -> types.CallToolResult:
+        """``call_tool`` for async callers: awaits on their loop instead of blocking it."""
+        limit = timeout or self.timeout
+        if self._closed:
+            raise MCPConnectionError(f"MCP server {self.name!r} is closing")
+        future = self._loop.submit(self._call(tool, arguments, limit))
+        try:
+            return await asyncio.wait_for(
+                asyncio.wrap_future(future), self.connect_timeout + limit + _WAIT_SLACK_S
+            )
+        except TimeoutError:
+            future.cancel()
+            raise MCPTimeout(
+                f"MCP server {self.name!r} did not answer within {limit:.0f} s"
+            ) from None
+
     def tools(
         self,
         *,
