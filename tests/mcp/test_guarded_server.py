@@ -23,6 +23,7 @@ from roboz.cli.app import main
 from roboz.mcp.policy_file import PolicyFileError, parse_policy_file
 from roboz.mcp.serve import NO_ELICITATION
 
+read_only: dict[str, bool] = {}  # what the last drive() saw in the tools' annotations
 Elicit = Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 
 
@@ -59,6 +60,7 @@ def drive(
     elicit: Elicit | None = None,
 ) -> tuple[list[str], list[str]]:
     """Tool names the server lists, and the text of each call's reply."""
+    read_only.clear()
 
     async def go() -> tuple[list[str], list[str]]:
         with open(os.devnull, "w") as quiet:
@@ -67,7 +69,11 @@ def drive(
                 ClientSession(read, write, elicitation_callback=elicit) as session,
             ):
                 await session.initialize()
-                names = [tool.name for tool in (await session.list_tools()).tools]
+                listed = (await session.list_tools()).tools
+                names = [tool.name for tool in listed]
+                read_only.update(
+                    {t.name: bool(t.annotations and t.annotations.readOnlyHint) for t in listed}
+                )
                 texts = []
                 for name, arguments in calls:
                     result = await session.call_tool(name, arguments)
@@ -101,6 +107,7 @@ def test_denied_paths_are_refused_and_nothing_outside_changes(area: dict[str, Pa
         ],
     )
     assert names == ["run_file_command", "apply_patch", "process_pdf"]
+    assert read_only == {"run_file_command": False, "apply_patch": False, "process_pdf": True}
     for reply in replies[:6]:
         assert "denied" in reply.lower(), reply
         assert "TOP SECRET" not in reply

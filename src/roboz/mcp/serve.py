@@ -131,7 +131,13 @@ def build_server(
         text = output.value if isinstance(output, Str) else output.model_dump_json()
         return f"{text}\n{NO_ELICITATION}" if user_io.refused_unasked else text
 
-    @server.tool(name="run_file_command", description=file_command[0].instruction)
+    # Hints for hosts that show or gate tools by effect (they are hints, the policy decides).
+    writes = types.ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
+    reads = types.ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+    @server.tool(
+        name="run_file_command", description=file_command[0].instruction, annotations=writes
+    )
     async def run_file_command(
         value: list[tuple[str, TagName]],
         ctx: Context,
@@ -142,7 +148,7 @@ def build_server(
             return f"run_file_command: invalid input: {error}"
         return await guarded(ctx, lambda: run_chain(file_command, command))
 
-    @server.tool(name="apply_patch", description=patch[0].instruction)
+    @server.tool(name="apply_patch", description=patch[0].instruction, annotations=writes)
     async def apply_patch(
         path: str,
         old_string: str,
@@ -160,7 +166,7 @@ def build_server(
         )
         return await guarded(ctx, lambda: run_chain(patch, request))
 
-    @server.tool(name="process_pdf", description=read_pdf[0].instruction)
+    @server.tool(name="process_pdf", description=read_pdf[0].instruction, annotations=reads)
     async def process_pdf(
         path: str,
         ctx: Context,
@@ -180,7 +186,9 @@ def build_server(
 
         script_tool = get_run_shell_script(socket_path)
 
-        @server.tool(name="run_shell_script", description=script_tool.instruction)
+        @server.tool(
+            name="run_shell_script", description=script_tool.instruction, annotations=writes
+        )
         async def run_shell_script(
             ctx: Context,
             script: str | None = None,
