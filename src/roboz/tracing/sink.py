@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextvars
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -35,58 +34,9 @@ from roboz.runtime.events import (
     ToolStarted,
 )
 from roboz.tracing.outcomes import SUCCESSFUL_RUNS, shape_of, status_of
+from roboz.tracing.state import SHARED, Opened, RunState, detach
 
 CONTENT_LIMIT = 4096
-
-
-@dataclass
-class _Open:
-    span: Span
-    token: object | None
-    started_ns: int = 0
-
-
-@dataclass
-class _Run:
-    run: _Open
-    parent: _Run | None
-    # Only one sink per context makes its spans current: attach/detach must nest, and two
-    # sinks on one pipe would interleave them.
-    attaches: bool = True
-    shared_token: object | None = None
-    # No SDK configured (the API's no-op tracer): nothing below the run would be recorded.
-    quiet: bool = False
-    step: _Open | None = None
-    steps: int = 0
-    tool: _Open | None = None
-    tool_name: str = ""
-    denial: str | None = None
-    decisions: list[dict[str, Any]] = field(default_factory=list)
-    llm: Span | None = None
-    # chained_spans=False: chained calls that went well are only counted on their step.
-    chained_started_ns: int = 0
-    chained_calls: int = 0
-    chained_ns: int = 0
-    chained_tools: list[str] = field(default_factory=list)
-
-    def innermost(self) -> Span:
-        """The open span new spans of this run go below."""
-        for opened in (self.tool, self.step):
-            if opened is not None:
-                return opened.span
-        return self.run.span
-
-
-# The sink that attaches contexts in this context, and the context the outermost run began in
-# (the parent of every sink's outermost run span, so no sink nests under another's spans).
-_shared: contextvars.ContextVar[tuple[OTelSink, otel_context.Context] | None] = (
-    contextvars.ContextVar("roboz_otel_shared", default=None)
-)
-
-
-def _detach(opened: _Open) -> None:
-    if opened.token is not None:
-        otel_context.detach(opened.token)  # type: ignore[arg-type]
 
 
 class OTelSink:
@@ -107,7 +57,7 @@ class OTelSink:
         self._unsubscribe: Callable[[], None] | None = None
         # The run in progress in this context (thread or task); per sink, so two sinks on
         # one pipe keep their own books. A nested run points back to the one it runs in.
-        self._current: contextvars.ContextVar[_Run | None] = contextvars.ContextVar(
+        self._current: contextvars.ContextVar[RunState | None] = contextvars.ContextVar(
             f"roboz_otel_run_{id(self)}", default=None
         )
         self._handlers: dict[type, Callable[[Any], None]] = {
@@ -148,18 +98,18 @@ class OTelSink:
 
     def _start(
         self, name: str, attributes: dict[str, Any], parent: otel_context.Context, attach: bool
-    ) -> _Open:
+    ) -> Opened:
         span = self.tracer.start_span(name, context=parent, attributes=attributes)
         token = otel_context.attach(trace.set_span_in_context(span)) if attach else None
-        return _Open(span, token)
+        return Opened(span, token)
 
     def _agent_started(self, event: AgentStarted) -> None:
         enclosing = self._current.get()
-        shared = _shared.get()
+        shared = SHARED.get()
         shared_token = None
         if shared is None:  # the outermost run in this context, whichever sink sees it first
             shared = (self, otel_context.get_current())
-            shared_token = _shared.set(shared)
+            shared_token = SHARED.set(shared)
         parent = (
             trace.set_span_in_context(enclosing.innermost()) if enclosing is not None else shared[1]
         )
@@ -176,7 +126,7 @@ class OTelSink:
         )
         quiet = not opened.span.get_span_context().is_valid
         self._current.set(
-            _Run(opened, enclosing, attaches=attaches, shared_token=shared_token, quiet=quiet)
+            RunState(opened, enclosing, attaches=attaches, shared_token=shared_token, quiet=quiet)
         )
 
     def _agent_finished(self, event: AgentFinished) -> None:
@@ -204,19 +154,19 @@ class OTelSink:
         state.run.span.set_status(failed)
         self._close_run(state)
 
-    def _close_run(self, state: _Run) -> None:
+    def _close_run(self, state: RunState) -> None:
         if state.llm is not None:
             state.llm.end()
             state.llm = None
         if state.tool is not None:
             state.tool.span.end()
-            _detach(state.tool)
+            detach(state.tool)
             state.tool = None
         self._end_step(state)
         state.run.span.end()
-        _detach(state.run)
+        detach(state.run)
         if state.shared_token is not None:
-            _shared.reset(state.shared_token)  # type: ignore[arg-type]
+            SHARED.reset(state.shared_token)  # type: ignore[arg-type]
         self._current.set(state.parent)
 
     # -- tools ---------------------------------------------------------------------------------
@@ -227,7 +177,7 @@ class OTelSink:
             return
         if state.tool is not None:  # a finish we never saw (the tool raised): close it
             state.tool.span.end()
-            _detach(state.tool)
+            detach(state.tool)
             state.tool = None
         if event.trigger == "default":
             self._end_step(state)
@@ -274,7 +224,7 @@ class OTelSink:
                 if event.tool not in state.chained_tools:
                     state.chained_tools.append(event.tool)
                 return
-            opened = _Open(
+            opened = Opened(
                 self.tracer.start_span(
                     f"execute_tool {event.tool}",
                     context=trace.set_span_in_context(state.innermost()),
@@ -304,10 +254,10 @@ class OTelSink:
         if status == "error":
             span.set_status(Status(StatusCode.ERROR))
         span.end()
-        _detach(opened)
+        detach(opened)
         state.tool = None
 
-    def _end_step(self, state: _Run) -> None:
+    def _end_step(self, state: RunState) -> None:
         step = state.step
         if step is None:
             return
@@ -322,7 +272,7 @@ class OTelSink:
             state.chained_calls, state.chained_ns = 0, 0
             state.chained_tools.clear()
         step.span.end()
-        _detach(step)
+        detach(step)
         state.step = None
 
     def _decision(self, event: Any) -> None:
