@@ -247,3 +247,13 @@ class PermissionPolicy:
         if not covered:
             found.add(self.default_verdict)
         return frozenset(found)
+
+    def rules_text(self) -> str:
+        """A short human-readable summary, for instructions and messages (the MCP server
+        tells its host what the policy allows)."""
+        lines = [f"base: {self._base}", f"default: {self.default_verdict.value}"]
+        for name, rules in (("allow", self.allow), ("deny", self.deny), ("ask", self.ask)):
+            for rule in rules:
+                ops = ",".join(sorted(op.value for op in rule.operations))
+                lines.append(f"{name}: {rule.pattern} ({ops})")
+        return "\n".join(lines)

@@ -1,0 +1,74 @@
+"""`roboz mcp`: serve RoboZ's guarded file tools (and SafeScripts) to an MCP host.
+
+``serve`` speaks MCP on stdin/stdout, so a host (an IDE, a desktop assistant) starts it as a
+child process; nothing but MCP messages may go to stdout, so logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from roboz.cli.base import App
+from roboz.cli.errors import CliError, CliUsageError
+
+app = App(help="Serve guarded file tools and sandboxed scripts to MCP hosts (needs the mcp extra).")
+
+PolicyOption = Annotated[
+    Path,
+    typer.Option(
+        "--policy",
+        help="Permission policy TOML: base, default, precedence and allow/deny/ask rules.",
+    ),
+]
+
+
+def _load(policy: Path):  # type: ignore[no-untyped-def]
+    try:
+        from roboz.mcp.policy_file import PolicyFileError, load_policy_file
+    except ImportError as error:
+        raise CliError(f"{error}; install it with: pip install 'roboz[mcp]'") from None
+    try:
+        return load_policy_file(policy)
+    except PolicyFileError as error:
+        raise CliUsageError(str(error)) from None
+
+
+@app.command()
+def serve(
+    policy: PolicyOption,
+    socket: Annotated[
+        str | None,
+        typer.Option(
+            "--socket",
+            help="SafeScripts helper socket; when given, run_shell_script is offered too.",
+        ),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="Log every permission decision to stderr.")
+    ] = False,
+) -> None:
+    """Serve guarded run_file_command, apply_patch, process_pdf over MCP on stdio.
+
+    Every path is checked against the policy; with --socket, run_shell_script is offered too.
+    """
+    permissions = _load(policy)
+    if socket is not None and not os.path.exists(socket):
+        raise CliUsageError(f"--socket {socket}: no such socket")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="roboz mcp: %(message)s",
+    )
+    from roboz.mcp.serve import serve as run_server
+
+    run_server(permissions, socket_path=socket)
+
+
+@app.command("check-policy")
+def check_policy(policy: Annotated[Path, typer.Argument(help="The policy file to check.")]) -> None:
+    """Check a policy file and print its rules (exit 0 ok, 2 invalid)."""
+    print(_load(policy).rules_text())

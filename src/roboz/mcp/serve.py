@@ -1,0 +1,207 @@
+"""The guarded MCP server: RoboZ's own guarded tools offered to any MCP host over stdio.
+
+It offers ``run_file_command``, ``apply_patch`` and ``process_pdf`` under one
+PermissionPolicy (read from a policy file by ``roboz mcp serve``) and, given a SafeScripts
+helper socket, ``run_shell_script``. Each call runs the very tool chains an agent gets, so the
+checks are the same: every path operand after globbing and symlink resolution, before anything
+runs. "ask" verdicts become MCP elicitation requests when the client supports them; otherwise
+they are refused, and the reply says why.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp import types
+from mcp.server.fastmcp import Context, FastMCP
+from pydantic import BaseModel, Field, ValidationError
+
+from roboz.models import Empty, Str
+from roboz.runtime.events import Event, EventPipe
+from roboz.runtime.io import use_user_io
+from roboz.shed.sandbox import PermissionPolicy
+from roboz.shed.skills import FilesystemContext, PdfContext, filesystem_skill, pdf_skill
+from roboz.tools import Tool
+
+logger = logging.getLogger("roboz.mcp.serve")
+
+NO_ELICITATION = (
+    "(this access needs the user's approval, but the MCP client does not support "
+    "elicitation, so it was refused; allow or deny it in the policy file instead)"
+)
+TagName = Literal["CMD", "FLG", "ARG", "PTH", "CTL"]
+
+
+class Approval(BaseModel):
+    """What the host asks the user when a policy rule says "ask"."""
+
+    approve: bool = Field(description="Allow this access?")
+
+
+class _ElicitingUserIO:
+    """UserIO for the guard inside a worker thread: approvals become elicitation requests."""
+
+    def __init__(self, ctx: Context, supported: bool) -> None:
+        self.ctx = ctx
+        self.supported = supported
+        self.refused_unasked = False
+
+    def request_input(self, prompt: str, *, timeout: float | None = None) -> Str | None:
+        if not self.supported:
+            self.refused_unasked = True
+            return None
+        result = anyio.from_thread.run(self.ctx.elicit, prompt, Approval)
+        approved = result.action == "accept" and bool(getattr(result.data, "approve", False))
+        return Str(value="yes" if approved else "no")
+
+    def notify(self, message: str) -> None:
+        logger.info("%s", message)
+
+
+def run_chain(tools: Sequence[Tool], value: Empty) -> Empty:
+    """Run the head of a RoboZ chain and the chained tools its outputs fire, like an agent."""
+    current = tools[0]
+    output = current.run(value, [])
+    while True:
+        follower = next(
+            (
+                child
+                for child in tools
+                if current.name in child.chained_to
+                and isinstance(output, child.input_type)
+                and (child.chain_condition is None or child.chain_condition(output))
+            ),
+            None,
+        )
+        if follower is None:
+            return output
+        current, output = follower, follower.run(output, [])
+
+
+def _log_decision(event: Event) -> None:
+    verdict = getattr(event, "verdict", None)
+    if verdict is not None:
+        logger.info(
+            "%s %s %s: %s%s",
+            getattr(event, "tool", ""),
+            getattr(event, "operation", ""),
+            getattr(event, "path", ""),
+            verdict,
+            getattr(event, "reason", ""),
+        )
+
+
+def build_server(
+    policy: PermissionPolicy, *, socket_path: str | None = None, name: str = "roboz"
+) -> FastMCP:
+    """The FastMCP server offering the guarded tools under ``policy``."""
+    pipe = EventPipe([_log_decision])
+    files = filesystem_skill(FilesystemContext(permissions=policy, pipe=pipe))
+    pdf = pdf_skill(PdfContext(permissions=policy, pipe=pipe))
+    tools = {item.name: item for item in [*files.tools, *pdf.tools]}
+
+    def chain_of(head: str) -> list[Tool]:
+        return [tools[head], *(t for t in tools.values() if head in t.chained_to)]
+
+    file_command, patch, read_pdf = (
+        chain_of("run_file_command"),
+        chain_of("apply_patch"),
+        chain_of("process_pdf"),
+    )
+    server = FastMCP(
+        name,
+        instructions=f"{files.instructions}\n\nPermission policy:\n{policy.rules_text()}",
+        log_level="WARNING",
+    )
+
+    async def guarded(ctx: Context, work: Callable[[], Empty]) -> str:
+        wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        user_io = _ElicitingUserIO(ctx, ctx.session.check_client_capability(wanted))
+
+        def job() -> Empty:
+            with use_user_io(user_io):
+                return work()
+
+        output = await anyio.to_thread.run_sync(job)
+        text = output.value if isinstance(output, Str) else output.model_dump_json()
+        return f"{text}\n{NO_ELICITATION}" if user_io.refused_unasked else text
+
+    # Hints for hosts that show or gate tools by effect (they are hints, the policy decides).
+    writes = types.ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
+    reads = types.ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+    @server.tool(
+        name="run_file_command", description=file_command[0].instruction, annotations=writes
+    )
+    async def run_file_command(
+        value: list[tuple[str, TagName]],
+        ctx: Context,
+    ) -> str:
+        try:
+            command = file_command[0].input_type.model_validate({"value": value})
+        except ValidationError as error:
+            return f"run_file_command: invalid input: {error}"
+        return await guarded(ctx, lambda: run_chain(file_command, command))
+
+    @server.tool(name="apply_patch", description=patch[0].instruction, annotations=writes)
+    async def apply_patch(
+        path: str,
+        old_string: str,
+        new_string: str,
+        ctx: Context,
+        replace_all: bool = False,
+    ) -> str:
+        request = patch[0].input_type.model_validate(
+            {
+                "path": path,
+                "old_string": old_string,
+                "new_string": new_string,
+                "replace_all": replace_all,
+            }
+        )
+        return await guarded(ctx, lambda: run_chain(patch, request))
+
+    @server.tool(name="process_pdf", description=read_pdf[0].instruction, annotations=reads)
+    async def process_pdf(
+        path: str,
+        ctx: Context,
+        start_page: int = 1,
+        end_page: int | None = None,
+    ) -> str:
+        try:
+            request = read_pdf[0].input_type.model_validate(
+                {"path": path, "start_page": start_page, "end_page": end_page}
+            )
+        except ValidationError as error:
+            return f"process_pdf: invalid input: {error}"
+        return await guarded(ctx, lambda: run_chain(read_pdf, request))
+
+    if socket_path is not None:
+        from roboz.shed.safe_scripts.tool import get_run_shell_script
+
+        script_tool = get_run_shell_script(socket_path)
+
+        @server.tool(
+            name="run_shell_script", description=script_tool.instruction, annotations=writes
+        )
+        async def run_shell_script(
+            ctx: Context,
+            script: str | None = None,
+            args: list[str] | None = None,
+        ) -> str:
+            request = script_tool.input_type.model_validate(
+                {"script": script, "args": list(args or [])}
+            )
+            return await guarded(ctx, lambda: script_tool.run(request, []))
+
+    return server
+
+
+def serve(policy: PermissionPolicy, *, socket_path: str | None = None) -> None:
+    """Serve the guarded tools on stdin/stdout until the host closes the connection."""
+    build_server(policy, socket_path=socket_path).run("stdio")
