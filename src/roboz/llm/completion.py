@@ -101,10 +101,13 @@ def complete_validated(
                 ) from error
             rejected = Message(
                 role=Role.ASSISTANT,
-                content=completion.text,
+                # Kept for the LLM to see, so it must survive serialization even when the
+                # reply itself held text that cannot be encoded.
+                content=completion.text.encode("utf-8", "replace").decode("utf-8"),
                 message_kind="rejected_reply",
                 model=completion.model or None,
             )
+            reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
             correction = Message(
                 role=Role.USER,
                 content=f"Your previous reply could not be used: {reason}. Reply again, "
