@@ -20,6 +20,7 @@ from roboz.models import Empty, Message
 
 C = TypeVar("C")
 ChainCondition = Callable[[Any], bool]
+Parents = Union["Tool", "Factory[Any]", str, Sequence[Union["Tool", "Factory[Any]", str]], None]
 
 
 class ToolDefinitionError(TypeError):
@@ -63,21 +64,31 @@ class Tool:
 
     def chain(
         self,
-        *parents: Tool | Factory[Any] | str,
-        condition: ChainCondition | None = None,
+        *,
+        chained_to: Parents,
+        chain_condition: ChainCondition | None = None,
     ) -> Tool:
-        """A copy of this tool chained to ``parents`` (the upstream tools it follows)."""
+        """Chain this tool in place, with the decorator's own arguments, and return it.
+
+        In place, so that a call whose result is discarded still chains. A tool that is
+        already chained is refused rather than silently re-wired (it may be in use by another
+        agent or skill); chain a copy instead: ``tool.renamed(tool.name).chain(...)``.
+        """
+        parents = _normalize_parents(chained_to, self.name)
         if not parents:
-            raise ToolDefinitionError(f"{self.name}.chain() needs at least one parent tool")
-        return replace(
-            self, chained_to=_parent_names(parents, self.name), chain_condition=condition
-        )
+            raise ToolDefinitionError(f"{self.name}.chain() needs chained_to (a parent tool)")
+        if self.chained_to:
+            raise ToolDefinitionError(
+                f"tool {self.name!r} is already chained to {', '.join(self.chained_to)}; chain "
+                f"a copy instead: {self.name}.renamed({self.name!r}).chain(...)"
+            )
+        object.__setattr__(self, "chained_to", parents)
+        object.__setattr__(self, "chain_condition", chain_condition)
+        return self
 
     def renamed(self, name: str) -> Tool:
-        return replace(self, name=name)
-
-    def accepts(self, value: Empty) -> bool:
-        return isinstance(value, self.input_type)
+        """An unchained copy of this tool under ``name`` (which may be its own name)."""
+        return replace(self, name=name, chained_to=(), chain_condition=None)
 
 
 class Factory(Generic[C]):
@@ -207,7 +218,6 @@ def _instruction(func: Callable[..., Any]) -> str:
 
 
 ToolFunc = Callable[[Any, list[Message]], Any]
-Parents = Tool | Factory[Any] | str | Sequence[Tool | Factory[Any] | str] | None
 
 
 @overload
