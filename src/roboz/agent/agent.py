@@ -13,7 +13,7 @@ from roboz.agent.user import NoInputUserIO, make_ask_user_tool
 from roboz.llm import EndpointLike
 from roboz.models import Message, Role, Stop
 from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, EventPipe, Sink, use_pipe
-from roboz.runtime.io import UserIO, current_user_io, use_user_io
+from roboz.runtime.io import UserIO, bound_user_io, current_user_io, use_user_io
 from roboz.tools import Skill, Tool
 
 ToolEntry = Tool | Sequence[Tool]
@@ -32,6 +32,27 @@ def flatten_tools(entries: Iterable[ToolEntry]) -> list[Tool]:
                 f"{entry!r} is not a Tool or a chain of tools (call factories with their context)"
             )
     return flat
+
+
+def _conversation(messages: object, initial: Sequence[Message]) -> list[Message]:
+    """The list a run appends to: the caller's own list (kept, never replaced), else a copy
+    of the initial messages. Anything else is refused here, not deep inside the run."""
+    if messages is None:
+        return list(initial)
+    if not isinstance(messages, list):
+        raise TypeError(
+            f"invoke(messages=...) takes the list of Message objects to continue (it is "
+            f"extended in place), got {type(messages).__name__}; start a conversation from "
+            "text with Agent(initial_messages=[...])"
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise TypeError(
+                f"invoke(messages=...): item {index} is {type(message).__name__}, not a "
+                "Message; wrap text as Message(role='user', content=...) or pass it as "
+                "Agent(initial_messages=[...])"
+            )
+    return messages
 
 
 class Agent:
@@ -144,10 +165,11 @@ class Agent:
         Pass ``messages`` to continue an earlier conversation; otherwise the run starts from
         ``initial_messages``. On error an AgentRunError carries the conversation so far.
         """
-        conversation = messages if messages is not None else list(self.initial_messages)
+        conversation = _conversation(messages, self.initial_messages)
         self.messages = conversation
         self._cancel = cancel = threading.Event()
-        user_io = self.user_io
+        # Without its own user_io the agent uses the binding in force (a host's adapter).
+        user_io = self.user_io if self.user_io is not None else bound_user_io()
         if self.mode is AgentMode.AUTONOMOUS:
             user_io = NoInputUserIO(user_io or current_user_io())
         with use_pipe(self.event_pipe), use_user_io(user_io):

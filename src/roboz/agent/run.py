@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from roboz.agent.errors import (
@@ -19,14 +18,8 @@ from roboz.agent.errors import (
 from roboz.agent.graph import ChainConflict, ToolGraph
 from roboz.agent.prompting import action_json, parse_action, render_system_prompt
 from roboz.agent.view import ConversationView
-from roboz.llm import (
-    Completion,
-    EndpointLike,
-    LLMReplyError,
-    ProviderRecord,
-    complete_validated,
-)
-from roboz.llm.endpoint import DeltaCallback
+from roboz.llm import LLMReplyError, ProviderRecord
+from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of
 from roboz.models import Empty, Invoke, Message, Role, Stop
 from roboz.models.values import images_of, payload_json
 from roboz.runtime.events import (
@@ -37,6 +30,7 @@ from roboz.runtime.events import (
     SkillLoaded,
     ToolFinished,
     ToolStarted,
+    current_pipe,
     emit,
 )
 from roboz.tools import Skill, Tool
@@ -61,6 +55,7 @@ class AgentRun:
         self.loaded: list[Skill] = []
         self.steps = 0
         self.llm_calls = 0
+        self.repairs = RepairBudget(agent.max_repairs)
         self._system_record: ProviderRecord | None = None
         self._view = ConversationView(agent.agent_endpoint) if agent.agent_endpoint else None
         self.defaults = list(agent.default_tools)
@@ -231,6 +226,16 @@ class AgentRun:
             records_own_output=True,
         )
 
+    def reject(self, reply: str, reason: str, *, model: str | None, what: str = "reply") -> None:
+        """Send a correction back to the LLM (a repair), or end the run once they are spent."""
+        emit(LLMReplyRejected(agent=self.agent.name, reason=reason, reply=reply))
+        try:
+            exchange = self.repairs.reject(reply, reason, model=model, what=what)
+        except LLMReplyError as error:
+            self.messages.extend(error.exchange)
+            raise AgentReplyError(str(error), messages=self.messages) from error
+        self.messages.extend(exchange)
+
     def _prompt_llm(self, input: Empty, messages: list[Message]) -> Invoke:
         endpoint = self.agent.agent_endpoint
         if endpoint is None or self._view is None:  # guarded at construction
@@ -238,13 +243,15 @@ class AgentRun:
         actions, skills, passive = self.actions(), self.offered_skills(), self.passive()
         if self._system_record is None:
             self._system_record = {"role": "system", "content": self.system_prompt()}
-        records = self._view.records(messages, [self._system_record])
         agent = self.agent.name
-
-        def parse(text: str) -> Invoke:
-            return parse_action(text, actions=actions, skills=skills, passive=passive)
-
-        def counting_endpoint_call() -> None:
+        pipe = current_pipe()
+        on_delta = (
+            (lambda text: emit(LLMDelta(agent=agent, text=text)))
+            if pipe is not None and pipe.wants_deltas
+            else None
+        )
+        while True:
+            records = self._view.records(messages, [self._system_record])
             self.llm_calls += 1
             emit(
                 LLMRequested(
@@ -254,21 +261,16 @@ class AgentRun:
                     messages=len(records),
                 )
             )
-
-        try:
-            invoke, completion, repairs = complete_validated(
-                _CountingEndpoint(endpoint, records, counting_endpoint_call),
-                [],
-                parse,
-                max_repairs=self.agent.max_repairs,
-                on_delta=lambda text: emit(LLMDelta(agent=agent, text=text)),
-                cancel=self.cancel,
-            )
-        except LLMReplyError as error:
-            raise AgentReplyError(str(error), messages=messages) from error
-        for rejected in repairs[1::2]:
-            emit(LLMReplyRejected(agent=agent, reason=rejected.content))
-        messages.extend(repairs)
+            completion = endpoint.complete(records, on_delta=on_delta, cancel=self.cancel)
+            try:
+                invoke = parse_action(
+                    completion.text, actions=actions, skills=skills, passive=passive
+                )
+            except REPLY_ERRORS as error:
+                self.reject(completion.text, reason_of(error), model=completion.model)
+                continue
+            break
+        self.repairs.reset()
         messages.append(
             Message.model_construct(
                 role=Role.ASSISTANT,
@@ -291,32 +293,3 @@ class AgentRun:
             )
         )
         return invoke
-
-
-class _CountingEndpoint:
-    """Puts the cached conversation records in front of whatever the repair loop adds.
-
-    ``complete_validated`` only knows the repair exchange; the (incrementally built)
-    conversation records come from the view, so they are not rebuilt on every call.
-    """
-
-    def __init__(
-        self, endpoint: EndpointLike, head: list[ProviderRecord], on_call: Callable[[], None]
-    ) -> None:
-        self._endpoint = endpoint
-        self._head = head
-        self._on_call = on_call
-        self.model_name = endpoint.model_name
-        self.max_context_tokens = endpoint.max_context_tokens
-        self.accepts_images = endpoint.accepts_images
-        self.messages_scrubber = getattr(endpoint, "messages_scrubber", None)
-
-    def complete(
-        self,
-        records: Sequence[ProviderRecord],
-        *,
-        on_delta: DeltaCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Completion:
-        self._on_call()
-        return self._endpoint.complete([*self._head, *records], on_delta=on_delta, cancel=cancel)

@@ -75,7 +75,10 @@ class LLMReplied(Event):
 
 @dataclass(frozen=True)
 class LLMReplyRejected(Event):
+    """A reply (or a tool's ``Retry``) that went back to the LLM with ``reason``."""
+
     reason: str = ""
+    reply: str = ""
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,15 @@ class EventPipe:
     @property
     def sinks(self) -> tuple[Sink, ...]:
         return tuple(self._sinks)
+
+    @property
+    def wants_deltas(self) -> bool:
+        """True when some sink consumes LLM deltas, so endpoints should stream.
+
+        A sink opts out by setting ``wants_deltas = False`` on itself; plain callables are
+        assumed to want everything.
+        """
+        return any(getattr(sink, "wants_deltas", True) for sink in self._sinks)
 
     def emit(self, event: Event) -> None:
         for sink in self._sinks:

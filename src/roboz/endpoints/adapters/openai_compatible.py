@@ -26,10 +26,10 @@ DEFAULT_MAX_RETRIES = 3
 class OpenAICompatibleEndpoint(LLMEndpoint):
     """A chat model behind an OpenAI-compatible server. Build with ``chat_endpoint``.
 
-    ``stream=None`` streams when someone listens (an ``on_delta`` callback or a current
-    event pipe) and asks for a single JSON reply otherwise. Deltas go to ``on_delta`` when
-    given, else to the current event pipe as LLMDelta events (never to both, so a caller that
-    forwards deltas itself sees each once).
+    ``stream=None`` streams when someone listens (an ``on_delta`` callback, or a current
+    event pipe with a sink that consumes deltas) and asks for a single reply otherwise.
+    Deltas go to ``on_delta`` when given, else to the current event pipe as LLMDelta events
+    (never to both, so a caller that forwards deltas itself sees each once).
     """
 
     def __init__(
@@ -98,7 +98,8 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
         )
         streaming = self.stream
         if streaming is None:
-            streaming = on_delta is not None or current_pipe() is not None
+            pipe = current_pipe()
+            streaming = on_delta is not None or (pipe is not None and pipe.wants_deltas)
         deliver: DeltaCallback = on_delta or _emit_delta
 
         def send(sdk: openai.OpenAI, gate: AttemptGate) -> Completion:
