@@ -115,3 +115,19 @@ def test_every_rejected_reply_is_an_event_and_the_error_names_the_last_reason() 
     assert kinds == ["rejected_reply", "repair", "rejected_reply", "repair", "rejected_reply"]
     assert caught.value.messages[-1].content == '{"action": "stop", "x": 1}'
     assert caught.value.messages is agent.messages
+
+
+def test_a_run_sees_a_frozen_spec_and_settings_changed_between_runs_apply_next() -> None:
+    import dataclasses
+
+    from roboz.agent import MaxStepsExceededError
+
+    endpoint = MockLLMEndpoint([{"action": "ask_user", "question": "?"}] * 3 + [{"action": "stop"}])
+    agent = Agent(name="f", agent_endpoint=endpoint, tools=[stop], user_io=HostIO("a", "b"))
+    spec = agent.run_spec()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.max_steps = 1  # type: ignore[misc]
+    agent.max_steps = 2
+    with pytest.raises(MaxStepsExceededError, match="more than 2 steps"):
+        agent.invoke()
+    assert spec.max_steps == 1000

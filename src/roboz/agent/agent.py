@@ -7,8 +7,10 @@ from collections.abc import Iterable, Sequence
 
 from roboz.agent.errors import AgentConfigurationError, AgentRunError
 from roboz.agent.graph import ToolGraph
+from roboz.agent.info import describe_agent
 from roboz.agent.mode import AgentMode
 from roboz.agent.run import AgentRun
+from roboz.agent.spec import RunSpec
 from roboz.agent.user import NoInputUserIO, make_ask_user_tool
 from roboz.llm import EndpointLike
 from roboz.models import Message, Role, Stop
@@ -174,7 +176,7 @@ class Agent:
             user_io = NoInputUserIO(user_io or current_user_io())
         with use_pipe(self.event_pipe), use_user_io(user_io):
             self.event_pipe.emit(AgentStarted(agent=self.name, mode=self.mode.value))
-            run = AgentRun(self, conversation, cancel)
+            run = AgentRun(self.run_spec(), conversation, cancel)
             try:
                 stop = run.run()
             except AgentRunError as error:
@@ -187,6 +189,23 @@ class Agent:
             )
         return stop, conversation
 
+    def run_spec(self) -> RunSpec:
+        """This agent's configuration, frozen, as the next run will see it."""
+        return RunSpec(
+            name=self.name,
+            system_prompt=self.system_prompt,
+            mode=self.mode,
+            endpoint=self.agent_endpoint,
+            tools=tuple(self.tools),
+            default_tools=tuple(self.default_tools),
+            skills=tuple(self.skills),
+            auto_loaded_skills=tuple(self.auto_loaded_skills),
+            ask_user_tool=self.ask_user_tool,
+            automatic_tool_prompt=self.automatic_tool_prompt,
+            max_steps=self.max_steps,
+            max_repairs=self.max_repairs,
+        )
+
     def cancel(self) -> None:
         """Stop the run in progress (from another thread): no further step starts, and an
         endpoint that supports cancellation abandons the call it is waiting on. The run
@@ -195,9 +214,13 @@ class Agent:
 
     def show_agent_info(self, *, print_it: bool = True) -> str:
         """The complete configuration, system prompt included; printed and returned."""
-        from roboz.agent.info import describe_agent
-
-        text = describe_agent(self)
+        text = describe_agent(
+            self.run_spec(),
+            description=self.description,
+            sinks=self.event_pipe.sinks,
+            user_io=self.user_io,
+            initial_messages=self.initial_messages,
+        )
         if print_it:
             print(text)
         return text

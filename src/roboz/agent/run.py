@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from roboz.agent.errors import (
     AgentCancelledError,
@@ -17,6 +16,7 @@ from roboz.agent.errors import (
 )
 from roboz.agent.graph import ChainConflict, ToolGraph
 from roboz.agent.prompting import action_json, parse_action, render_system_prompt
+from roboz.agent.spec import RunSpec
 from roboz.agent.view import ConversationView
 from roboz.llm import LLMReplyError, ProviderRecord
 from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of
@@ -35,9 +35,6 @@ from roboz.runtime.events import (
 )
 from roboz.tools import Skill, Tool
 
-if TYPE_CHECKING:
-    from roboz.agent.agent import Agent
-
 PROMPT_LLM = "prompt_llm"
 
 
@@ -45,9 +42,9 @@ class AgentRun:
     """Mutable state of a single ``invoke()``: conversation, loaded skills, counters."""
 
     def __init__(
-        self, agent: Agent, messages: list[Message], cancel: threading.Event | None = None
+        self, spec: RunSpec, messages: list[Message], cancel: threading.Event | None = None
     ) -> None:
-        self.agent = agent
+        self.spec = agent = spec
         self.cancel = cancel or threading.Event()
         self.messages = messages
         self.graph = ToolGraph()
@@ -57,7 +54,7 @@ class AgentRun:
         self.llm_calls = 0
         self.repairs = RepairBudget(agent.max_repairs)
         self._system_record: ProviderRecord | None = None
-        self._view = ConversationView(agent.agent_endpoint) if agent.agent_endpoint else None
+        self._view = ConversationView(agent.endpoint) if agent.endpoint else None
         self.defaults = list(agent.default_tools)
         if agent.llm_driven:
             self.defaults.append(self._prompt_llm_tool())
@@ -68,24 +65,24 @@ class AgentRun:
 
     def actions(self) -> dict[str, Tool]:
         """Active tools the LLM can invoke: listed or loaded tools that are not chained."""
-        active = {t.name: t for t in self.agent.tools if not t.is_chained}
+        active = {t.name: t for t in self.spec.tools if not t.is_chained}
         for skill in self.loaded:
             active.update({t.name: t for t in skill.tools if not t.is_chained})
-        if self.agent.ask_user_tool is not None:
-            active[self.agent.ask_user_tool.name] = self.agent.ask_user_tool
+        if self.spec.ask_user_tool is not None:
+            active[self.spec.ask_user_tool.name] = self.spec.ask_user_tool
         return active
 
     def offered_skills(self) -> dict[str, Skill]:
         loaded = {skill.name for skill in self.loaded}
-        return {s.name: s for s in self.agent.skills if s.name not in loaded}
+        return {s.name: s for s in self.spec.skills if s.name not in loaded}
 
     def passive(self) -> dict[str, Tool]:
         return {name: t for name, t in self.graph.tools.items() if t.is_chained}
 
     def system_prompt(self) -> str:
         return render_system_prompt(
-            self.agent.system_prompt,
-            automatic_tool_prompt=self.agent.automatic_tool_prompt,
+            self.spec.system_prompt,
+            automatic_tool_prompt=self.spec.automatic_tool_prompt,
             actions=self.actions().values(),
             offered_skills=self.offered_skills().values(),
             loaded_skills=self.loaded,
@@ -156,12 +153,12 @@ class AgentRun:
         if self.cancel.is_set():
             raise self._cancelled()
         self.steps += 1
-        if self.steps > self.agent.max_steps:
+        if self.steps > self.spec.max_steps:
             raise MaxStepsExceededError(
-                f"the run took more than {self.agent.max_steps} steps without a Stop",
+                f"the run took more than {self.spec.max_steps} steps without a Stop",
                 messages=self.messages,
             )
-        name = self.agent.name
+        name = self.spec.name
         emit(ToolStarted(agent=name, tool=tool.name, trigger=trigger))
         started = time.perf_counter()
         try:
@@ -201,7 +198,7 @@ class AgentRun:
             self.graph.add(item.tools, origin=f"skill {item.name!r}")
             self.loaded.append(item)
             self._system_record = None
-            emit(SkillLoaded(agent=self.agent.name, skill=item.name))
+            emit(SkillLoaded(agent=self.spec.name, skill=item.name))
             if announce:
                 names = ", ".join(t.name for t in item.tools if not t.is_chained) or "none"
                 self.messages.append(
@@ -228,7 +225,7 @@ class AgentRun:
 
     def reject(self, reply: str, reason: str, *, model: str | None, what: str = "reply") -> None:
         """Send a correction back to the LLM (a repair), or end the run once they are spent."""
-        emit(LLMReplyRejected(agent=self.agent.name, reason=reason, reply=reply))
+        emit(LLMReplyRejected(agent=self.spec.name, reason=reason, reply=reply))
         try:
             exchange = self.repairs.reject(reply, reason, model=model, what=what)
         except LLMReplyError as error:
@@ -237,13 +234,13 @@ class AgentRun:
         self.messages.extend(exchange)
 
     def _prompt_llm(self, input: Empty, messages: list[Message]) -> Invoke:
-        endpoint = self.agent.agent_endpoint
+        endpoint = self.spec.endpoint
         if endpoint is None or self._view is None:  # guarded at construction
             raise AgentConfigurationError("prompt_llm needs an agent_endpoint")
         actions, skills, passive = self.actions(), self.offered_skills(), self.passive()
         if self._system_record is None:
             self._system_record = {"role": "system", "content": self.system_prompt()}
-        agent = self.agent.name
+        agent = self.spec.name
         pipe = current_pipe()
         on_delta = (
             (lambda text: emit(LLMDelta(agent=agent, text=text)))
@@ -256,7 +253,7 @@ class AgentRun:
             emit(
                 LLMRequested(
                     agent=agent,
-                    endpoint=getattr(endpoint, "name", ""),
+                    endpoint=endpoint.name,
                     model=endpoint.model_name,
                     messages=len(records),
                 )
@@ -278,7 +275,7 @@ class AgentRun:
                 images=[],
                 caller=PROMPT_LLM,
                 message_kind="action",
-                endpoint=getattr(endpoint, "name", None),
+                endpoint=endpoint.name,
                 model=completion.model or endpoint.model_name,
                 token_input=completion.usage.input_tokens,
                 token_output=completion.usage.output_tokens,

@@ -28,7 +28,7 @@ class ReplyRejected(ValueError):
 
 
 def to_records(endpoint: EndpointLike, messages: Sequence[Message]) -> list[ProviderRecord]:
-    scrubber = getattr(endpoint, "messages_scrubber", None) or default_messages_scrubber
+    scrubber = endpoint.messages_scrubber or default_messages_scrubber
     records = scrubber(messages)
     if not endpoint.accepts_images:
         records = [_without_images(record) for record in records]

@@ -32,11 +32,21 @@ class Completion:
 
 @runtime_checkable
 class EndpointLike(Protocol):
-    """What tools and agents need from an LLM endpoint."""
+    """What tools and agents need from an LLM endpoint.
+
+    ``name`` labels the endpoint in events and stored messages; ``messages_scrubber`` maps
+    messages to provider records (None: ``default_messages_scrubber``).
+    """
 
     model_name: str
     max_context_tokens: int
     accepts_images: bool
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def messages_scrubber(self) -> MessagesScrubber | None: ...
 
     def complete(
         self,
