@@ -39,10 +39,6 @@ class AttemptGate:
         self._lock = threading.Lock()
         self._open = True
 
-    @property
-    def is_open(self) -> bool:
-        return self._open
-
     def deliver(self, callback: Callable[[str], None], text: str) -> bool:
         with self._lock:
             if not self._open:

@@ -64,10 +64,6 @@ class LazyClient:
         self._secret: str | None = None
         self._lock = threading.Lock()
 
-    @property
-    def is_built(self) -> bool:
-        return self._client is not None
-
     def get(self) -> openai.OpenAI:
         with self._lock:
             if self._client is None:
