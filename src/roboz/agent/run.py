@@ -33,7 +33,7 @@ from roboz.runtime.events import (
     current_pipe,
     emit,
 )
-from roboz.tools import Skill, Tool
+from roboz.tools import Retry, Skill, Tool
 
 PROMPT_LLM = "prompt_llm"
 
@@ -102,6 +102,8 @@ class AgentRun:
         current, how = tool, trigger
         while True:
             output = self.execute(current, value, how)
+            if output is None:
+                return None  # the tool asked the LLM to try again
             if isinstance(output, Stop):
                 return output
             if isinstance(output, Invoke):
@@ -122,6 +124,7 @@ class AgentRun:
         skill = self.offered_skills().get(invoke.action)
         if skill is not None:
             self.steps += 1
+            self.repairs.reset()
             self.load_skill(skill, announce=True)
             return None
         target = self.actions().get(invoke.action) or self.graph.tools.get(invoke.action)
@@ -149,7 +152,7 @@ class AgentRun:
             f"the run was cancelled after {self.steps} step(s)", messages=self.messages
         )
 
-    def execute(self, tool: Tool, value: Empty, trigger: str) -> Empty:
+    def execute(self, tool: Tool, value: Empty, trigger: str) -> Empty | None:
         if self.cancel.is_set():
             raise self._cancelled()
         self.steps += 1
@@ -165,6 +168,16 @@ class AgentRun:
             output = tool.run(value, self.messages)
         except AgentRunError:
             raise
+        except Retry as retry:
+            if not self.spec.llm_driven:
+                raise ToolExecutionError(
+                    f"tool {tool.name!r} asked for a retry ({retry}), but a deterministic "
+                    "agent has no LLM to correct",
+                    tool=tool.name,
+                    messages=self.messages,
+                ) from retry
+            self.reject(None, str(retry), what=f"call of {tool.name!r}", caller=tool.name)
+            return None
         except Exception as error:
             if self.cancel.is_set():  # e.g. the endpoint gave up because we cancelled
                 raise self._cancelled() from error
@@ -184,6 +197,8 @@ class AgentRun:
                     message_kind="tool_result",
                 )
             )
+        if trigger == "invoked":
+            self.repairs.reset()  # the decision held: the next one gets the whole budget
         emit(
             ToolFinished(
                 agent=name, tool=tool.name, output=output, duration_s=time.perf_counter() - started
@@ -223,11 +238,19 @@ class AgentRun:
             records_own_output=True,
         )
 
-    def reject(self, reply: str, reason: str, *, model: str | None, what: str = "reply") -> None:
+    def reject(
+        self,
+        reply: str | None,
+        reason: str,
+        *,
+        model: str | None = None,
+        what: str = "reply",
+        caller: str | None = None,
+    ) -> None:
         """Send a correction back to the LLM (a repair), or end the run once they are spent."""
-        emit(LLMReplyRejected(agent=self.spec.name, reason=reason, reply=reply))
+        emit(LLMReplyRejected(agent=self.spec.name, reason=reason, reply=reply or ""))
         try:
-            exchange = self.repairs.reject(reply, reason, model=model, what=what)
+            exchange = self.repairs.reject(reply, reason, model=model, what=what, caller=caller)
         except LLMReplyError as error:
             self.messages.extend(error.exchange)
             raise AgentReplyError(str(error), messages=self.messages) from error
@@ -267,7 +290,6 @@ class AgentRun:
                 self.reject(completion.text, reason_of(error), model=completion.model)
                 continue
             break
-        self.repairs.reset()
         messages.append(
             Message.model_construct(
                 role=Role.ASSISTANT,

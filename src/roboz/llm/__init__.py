@@ -8,13 +8,14 @@ from roboz.llm.completion import (
     to_records,
 )
 from roboz.llm.endpoint import Completion, EndpointLike, LLMEndpoint, TokenUsage
-from roboz.llm.endpoints import MockLLMEndpoint
+from roboz.llm.endpoints import FunctionEndpoint, MockLLMEndpoint
 from roboz.llm.errors import LLMError, LLMReplyError, MockScriptExhaustedError
 from roboz.llm.records import MessagesScrubber, ProviderRecord, default_messages_scrubber
 
 __all__ = [
     "Completion",
     "EndpointLike",
+    "FunctionEndpoint",
     "LLMEndpoint",
     "LLMError",
     "LLMReplyError",

@@ -75,33 +75,43 @@ class RepairBudget:
         self.spent = 0
 
     def reject(
-        self, reply: str, reason: str, *, model: str | None = None, what: str = "reply"
+        self,
+        reply: str | None,
+        reason: str,
+        *,
+        model: str | None = None,
+        what: str = "reply",
+        caller: str | None = None,
     ) -> list[Message]:
+        """``reply=None``: the reply is already in the conversation (a tool's ``Retry``)."""
         reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
         exchange = [
             Message(
+                role=Role.USER,
+                content=f"Your previous {what} could not be used: {reason}. Reply again, "
+                "following the instructions exactly.",
+                caller=caller,
+                message_kind="repair",
+            )
+        ]
+        if reply is not None:
+            rejected = Message(
                 role=Role.ASSISTANT,
                 # Kept for the LLM to see, so it must survive serialization even when the
                 # reply itself held text that cannot be encoded.
                 content=reply.encode("utf-8", "replace").decode("utf-8"),
                 message_kind="rejected_reply",
                 model=model or None,
-            ),
-            Message(
-                role=Role.USER,
-                content=f"Your previous {what} could not be used: {reason}. Reply again, "
-                "following the instructions exactly.",
-                message_kind="repair",
-            ),
-        ]
+            )
+            exchange.insert(0, rejected)
         if self.spent >= self.max_repairs:
             raise LLMReplyError(
                 f"the LLM reply was still unusable after {self.max_repairs} correction(s): "
                 f"{reason}",
                 attempts=self.spent + 1,
-                last_reply=reply,
+                last_reply=reply or "",
                 reason=reason,
-                exchange=exchange[:1],
+                exchange=exchange[:1] if reply is not None else [],
             )
         self.spent += 1
         self.total += 1

@@ -31,6 +31,16 @@ class ToolOutputError(TypeError):
     """A tool returned something other than what its annotation promises."""
 
 
+class Retry(Exception):
+    """Raised by a tool to send the LLM a correction instead of ending the run.
+
+    The message goes back to the LLM (``Retry("dates are YYYY-MM-DD")``) and the LLM chooses
+    again. It counts as a repair of that decision: after the agent's ``max_repairs`` the run
+    ends with AgentReplyError. Outside an LLM-driven agent there is no one to correct, so it
+    ends the run like any other tool error.
+    """
+
+
 @dataclass(frozen=True, eq=False)
 class Tool:
     """A runnable step of an agent. Identity matters: every Tool is a distinct instance."""
