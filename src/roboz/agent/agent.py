@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 
+from roboz.agent.drivers import AsyncDriver, SyncDriver, drive
 from roboz.agent.errors import AgentConfigurationError, AgentRunError
 from roboz.agent.graph import ToolGraph
 from roboz.agent.info import describe_agent
 from roboz.agent.mode import AgentMode
 from roboz.agent.run import AgentRun
 from roboz.agent.spec import RunSpec
+from roboz.agent.streaming import astream_run, stream_run
 from roboz.agent.user import NoInputUserIO, make_ask_user_tool
 from roboz.llm import EndpointLike
 from roboz.models import Message, Role, Stop
-from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, EventPipe, Sink, use_pipe
+from roboz.runtime.events import (
+    AgentFailed,
+    AgentFinished,
+    AgentStarted,
+    Event,
+    EventPipe,
+    Sink,
+    use_pipe,
+)
 from roboz.runtime.io import UserIO, bound_user_io, current_user_io, use_user_io
 from roboz.tools import Skill, Tool
 
@@ -113,6 +124,7 @@ class Agent:
         self.ask_user_tool = make_ask_user_tool() if self.mode is AgentMode.STEERABLE else None
         self.messages: list[Message] = []
         self._cancel = threading.Event()
+        self._driver: SyncDriver | AsyncDriver | None = None
         self._validate()
 
     @property
@@ -167,20 +179,64 @@ class Agent:
         Pass ``messages`` to continue an earlier conversation; otherwise the run starts from
         ``initial_messages``. On error an AgentRunError carries the conversation so far.
         """
+        return drive(self._run(messages, SyncDriver, threading.Event()))
+
+    async def ainvoke(self, messages: list[Message] | None = None) -> tuple[Stop, list[Message]]:
+        """``invoke`` for async code: the same run, on the caller's event loop.
+
+        Async tools and ``acomplete`` endpoints are awaited; sync tools and sync-only
+        endpoints run on worker threads. Cancelling the awaiting task cancels the LLM call in
+        flight and ends the run as ``cancel()`` does (AgentFailed is emitted); the task then
+        sees CancelledError, as asyncio expects, and ``agent.messages`` keeps the conversation.
+        """
+        return await self._run(messages, AsyncDriver, threading.Event())
+
+    def stream(self, messages: list[Message] | None = None) -> Iterator[Event]:
+        """Run on a worker thread and yield its events as they happen (see ``astream``)."""
+        cancel = threading.Event()
+        self._cancel = cancel
+        return stream_run(
+            self.event_pipe,
+            lambda cancel: drive(self._run(messages, SyncDriver, cancel)),
+            cancel,
+        )
+
+    def astream(self, messages: list[Message] | None = None) -> AsyncIterator[Event]:
+        """Run on the caller's loop and yield its events as they happen: tools started and
+        finished, LLM deltas (raw, and LLMProseDelta per text field of the action), user
+        prompts, and last AgentFinished (with the result) or AgentFailed (then the error is
+        raised). Use ``contextlib.aclosing`` to leave early: the run is cancelled."""
+        cancel = threading.Event()
+        self._cancel = cancel
+        return astream_run(
+            self.event_pipe, lambda cancel: self._run(messages, AsyncDriver, cancel), cancel
+        )
+
+    async def _run(
+        self,
+        messages: list[Message] | None,
+        driver: type[SyncDriver] | type[AsyncDriver],
+        cancel: threading.Event,
+    ) -> tuple[Stop, list[Message]]:
         conversation = _conversation(messages, self.initial_messages)
         self.messages = conversation
-        self._cancel = cancel = threading.Event()
+        self._cancel = cancel
         # Without its own user_io the agent uses the binding in force (a host's adapter).
         user_io = self.user_io if self.user_io is not None else bound_user_io()
         if self.mode is AgentMode.AUTONOMOUS:
             user_io = NoInputUserIO(user_io or current_user_io())
         with use_pipe(self.event_pipe), use_user_io(user_io):
             self.event_pipe.emit(AgentStarted(agent=self.name, mode=self.mode.value))
-            run = AgentRun(self.run_spec(), conversation, cancel)
+            self._driver = run_driver = driver(cancel)
+            run = AgentRun(self.run_spec(), conversation, cancel, run_driver)
             try:
-                stop = run.run()
+                stop = await run.run()
             except AgentRunError as error:
                 self.event_pipe.emit(AgentFailed(agent=self.name, error=str(error)))
+                raise
+            except asyncio.CancelledError:
+                cancel.set()
+                self.event_pipe.emit(AgentFailed(agent=self.name, error=str(run.cancelled_error())))
                 raise
             self.event_pipe.emit(
                 AgentFinished(
@@ -211,6 +267,8 @@ class Agent:
         endpoint that supports cancellation abandons the call it is waiting on. The run
         raises AgentCancelledError with the conversation so far."""
         self._cancel.set()
+        if self._driver is not None:
+            self._driver.interrupt()
 
     def show_agent_info(self, *, print_it: bool = True) -> str:
         """The complete configuration, system prompt included; printed and returned."""

@@ -1,10 +1,17 @@
-"""One run of an agent: the scheduler loop over defaults, chains and invocations."""
+"""One run of an agent: the scheduler loop over defaults, chains and invocations.
+
+Written once, as coroutines; ``drivers.py`` runs it for ``invoke`` (without an event loop)
+and for ``ainvoke`` (on the caller's loop). Everything outside (tools, the endpoint) is
+reached through the driver.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
+from roboz.agent.drivers import Driver, SyncDriver
 from roboz.agent.errors import (
     AgentCancelledError,
     AgentConfigurationError,
@@ -16,6 +23,7 @@ from roboz.agent.errors import (
 )
 from roboz.agent.graph import ChainConflict, ToolGraph
 from roboz.agent.prompting import action_json, parse_action, render_system_prompt
+from roboz.agent.prose import ProseStream
 from roboz.agent.spec import RunSpec
 from roboz.agent.view import ConversationView
 from roboz.llm import LLMReplyError, ProviderRecord
@@ -24,6 +32,7 @@ from roboz.models import Empty, Invoke, Message, Role, Stop
 from roboz.models.values import images_of, payload_json
 from roboz.runtime.events import (
     LLMDelta,
+    LLMProseDelta,
     LLMReplied,
     LLMReplyRejected,
     LLMRequested,
@@ -42,10 +51,15 @@ class AgentRun:
     """Mutable state of a single ``invoke()``: conversation, loaded skills, counters."""
 
     def __init__(
-        self, spec: RunSpec, messages: list[Message], cancel: threading.Event | None = None
+        self,
+        spec: RunSpec,
+        messages: list[Message],
+        cancel: threading.Event | None = None,
+        driver: Driver | None = None,
     ) -> None:
         self.spec = agent = spec
         self.cancel = cancel or threading.Event()
+        self.driver: Driver = driver or SyncDriver(self.cancel)
         self.messages = messages
         self.graph = ToolGraph()
         self.graph.add([*agent.tools, *agent.default_tools])
@@ -56,8 +70,10 @@ class AgentRun:
         self._system_record: ProviderRecord | None = None
         self._view = ConversationView(agent.endpoint) if agent.endpoint else None
         self.defaults = list(agent.default_tools)
+        self._prompt_tool: Tool | None = None
         if agent.llm_driven:
-            self.defaults.append(self._prompt_llm_tool())
+            self._prompt_tool = self._prompt_llm_tool()
+            self.defaults.append(self._prompt_tool)
         for skill in agent.auto_loaded_skills:
             self.load_skill(skill, announce=False)
 
@@ -90,18 +106,26 @@ class AgentRun:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def run(self) -> Stop:
-        while True:
-            for default in self.defaults:
-                result = self.run_chain(default, default.input_type(), "default")
-                if result is not None:
-                    return result
+    async def run(self) -> Stop:
+        self.driver.attach()
+        try:
+            while True:
+                for default in self.defaults:
+                    result = await self.run_chain(default, default.input_type(), "default")
+                    if result is not None:
+                        return result
+        except asyncio.CancelledError:
+            if self.driver.take_interrupt():  # agent.cancel(), not the task's owner
+                raise self.cancelled_error() from None
+            raise
+        finally:
+            self.driver.close()
 
-    def run_chain(self, tool: Tool, value: Empty, trigger: str) -> Stop | None:
+    async def run_chain(self, tool: Tool, value: Empty, trigger: str) -> Stop | None:
         """Run ``tool`` and whatever its output leads to; Stop ends the run."""
         current, how = tool, trigger
         while True:
-            output = self.execute(current, value, how)
+            output = await self.execute(current, value, how)
             if output is None:
                 return None  # the tool asked the LLM to try again
             if isinstance(output, Stop):
@@ -147,14 +171,15 @@ class AgentRun:
                 ) from error
         return target
 
-    def _cancelled(self) -> AgentCancelledError:
+    def cancelled_error(self) -> AgentCancelledError:
         return AgentCancelledError(
             f"the run was cancelled after {self.steps} step(s)", messages=self.messages
         )
 
-    def execute(self, tool: Tool, value: Empty, trigger: str) -> Empty | None:
+    async def execute(self, tool: Tool, value: Empty, trigger: str) -> Empty | None:
+        await self.driver.pause()
         if self.cancel.is_set():
-            raise self._cancelled()
+            raise self.cancelled_error()
         self.steps += 1
         if self.steps > self.spec.max_steps:
             raise MaxStepsExceededError(
@@ -165,7 +190,10 @@ class AgentRun:
         emit(ToolStarted(agent=name, tool=tool.name, trigger=trigger))
         started = time.perf_counter()
         try:
-            output = tool.run(value, self.messages)
+            if tool is self._prompt_tool:
+                output: Empty = await self._prompt_llm(value, self.messages)
+            else:
+                output = tool.checked(await self.driver.call_tool(tool, value, self.messages))
         except AgentRunError:
             raise
         except Retry as retry:
@@ -180,7 +208,7 @@ class AgentRun:
             return None
         except Exception as error:
             if self.cancel.is_set():  # e.g. the endpoint gave up because we cancelled
-                raise self._cancelled() from error
+                raise self.cancelled_error() from error
             raise ToolExecutionError(
                 f"tool {tool.name!r} failed: {type(error).__name__}: {error}",
                 tool=tool.name,
@@ -234,7 +262,7 @@ class AgentRun:
             instruction="Ask the agent's LLM which action to take next.",
             input_type=Empty,
             output_types=(Invoke,),
-            func=self._prompt_llm,
+            func=_executed_by_the_run,
             records_own_output=True,
         )
 
@@ -256,7 +284,7 @@ class AgentRun:
             raise AgentReplyError(str(error), messages=self.messages) from error
         self.messages.extend(exchange)
 
-    def _prompt_llm(self, input: Empty, messages: list[Message]) -> Invoke:
+    async def _prompt_llm(self, input: Empty, messages: list[Message]) -> Invoke:
         endpoint = self.spec.endpoint
         if endpoint is None or self._view is None:  # guarded at construction
             raise AgentConfigurationError("prompt_llm needs an agent_endpoint")
@@ -265,12 +293,9 @@ class AgentRun:
             self._system_record = {"role": "system", "content": self.system_prompt()}
         agent = self.spec.name
         pipe = current_pipe()
-        on_delta = (
-            (lambda text: emit(LLMDelta(agent=agent, text=text)))
-            if pipe is not None and pipe.wants_deltas
-            else None
-        )
+        wants_deltas = pipe is not None and pipe.wants_deltas
         while True:
+            on_delta = _DeltaRelay(agent).feed if wants_deltas else None
             records = self._view.records(messages, [self._system_record])
             self.llm_calls += 1
             emit(
@@ -281,7 +306,7 @@ class AgentRun:
                     messages=len(records),
                 )
             )
-            completion = endpoint.complete(records, on_delta=on_delta, cancel=self.cancel)
+            completion = await self.driver.complete(endpoint, records, on_delta)
             try:
                 invoke = parse_action(
                     completion.text, actions=actions, skills=skills, passive=passive
@@ -312,3 +337,22 @@ class AgentRun:
             )
         )
         return invoke
+
+
+def _executed_by_the_run(input: Empty, messages: list[Message]) -> Invoke:
+    raise RuntimeError("prompt_llm runs inside its agent's run only")
+
+
+class _DeltaRelay:
+    """Raw deltas of one reply as LLMDelta events, and its prose fields as LLMProseDelta."""
+
+    def __init__(self, agent: str) -> None:
+        self._agent = agent
+        self._prose = ProseStream()
+
+    def feed(self, text: str) -> None:
+        agent = self._agent
+        emit(LLMDelta(agent=agent, text=text))
+        prose = self._prose
+        for field, chunk in prose.feed(text):
+            emit(LLMProseDelta(agent=agent, field=field, text=chunk, action=prose.action))

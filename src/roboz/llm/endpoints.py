@@ -91,6 +91,17 @@ class MockLLMEndpoint(LLMEndpoint):
             model=self.model_name,
         )
 
+    async def acomplete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        # Replying never blocks, so no worker thread; through complete, so a subclass that
+        # overrides complete is served the same way in async runs.
+        return self.complete(records, on_delta=on_delta, cancel=cancel)
+
 
 class FunctionEndpoint(LLMEndpoint):
     """Computes each reply from what the LLM would be shown: ``function(records)``.
@@ -139,3 +150,12 @@ class FunctionEndpoint(LLMEndpoint):
         if on_delta is not None:
             on_delta(completion.text)
         return completion
+
+    async def acomplete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        return self.complete(records, on_delta=on_delta, cancel=cancel)

@@ -67,6 +67,21 @@ class LLMDelta(Event):
 
 
 @dataclass(frozen=True)
+class LLMProseDelta(Event):
+    """Decoded text of one field of the reply being generated, as it arrives.
+
+    The agent parses its LLM's JSON action incrementally: ``field`` is ``"rationale"`` or the
+    name of a text argument of the action (``"value"`` for ``stop``), ``action`` the action
+    named so far (``""`` until the reply has named it). Concatenating the ``text`` of one
+    field gives its value. A reply that is then rejected is followed by LLMReplyRejected.
+    """
+
+    field: str = ""
+    text: str = ""
+    action: str = ""
+
+
+@dataclass(frozen=True)
 class LLMReplied(Event):
     text: str = ""
     input_tokens: int = 0

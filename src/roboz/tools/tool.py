@@ -9,6 +9,7 @@ and ``chain_condition`` decides, from that output, whether this link fires.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import types
 import typing
@@ -54,14 +55,20 @@ class Tool:
     chain_condition: ChainCondition | None = field(default=None, repr=False)
     records_own_output: bool = field(default=False, repr=False)
     """Set by tools (like prompt_llm) that append their own conversation message."""
+    is_async: bool = field(default=False, repr=False)
+    """``func`` is an ``async def``: agents await it on their loop (a private one in invoke)."""
+
+    def __post_init__(self) -> None:
+        if inspect.iscoroutinefunction(self.func) and not self.is_async:
+            object.__setattr__(self, "is_async", True)
 
     @property
     def is_chained(self) -> bool:
         """Chained tools are passive: only their parents' outputs trigger them."""
         return bool(self.chained_to)
 
-    def run(self, input: Empty, messages: list[Message]) -> Empty:
-        output = self.func(input, messages)
+    def checked(self, output: Any) -> Empty:
+        """``output`` if it is what the annotation promises, else ToolOutputError."""
         if not isinstance(output, self.output_types):
             expected = " | ".join(t.__name__ for t in self.output_types)
             raise ToolOutputError(
@@ -69,6 +76,23 @@ class Tool:
                 f"but its annotation promises {expected}"
             )
         return output
+
+    def run(self, input: Empty, messages: list[Message]) -> Empty:
+        """Call the tool directly (an async tool runs to completion on a fresh loop)."""
+        if self.is_async:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return self.checked(asyncio.run(self.func(input, messages)))
+            raise RuntimeError(
+                f"tool {self.name!r} is async and a loop is running here: await tool.arun(...)"
+            )
+        return self.checked(self.func(input, messages))
+
+    async def arun(self, input: Empty, messages: list[Message]) -> Empty:
+        """Call the tool directly from async code (a sync tool is called as is)."""
+        output = self.func(input, messages)
+        return self.checked(await output if self.is_async else output)
 
     __call__ = run
 
@@ -125,9 +149,16 @@ class Factory(Generic[C]):
 
     def __call__(self, ctx: C) -> Tool:
         func = self.func
+        bound: Callable[[Any, list[Message]], Any]
+        if inspect.iscoroutinefunction(func):
 
-        def bound(input: Empty, messages: list[Message]) -> Any:
-            return func(input, messages, ctx)
+            async def bound(input: Empty, messages: list[Message]) -> Any:
+                return await func(input, messages, ctx)
+
+        else:
+
+            def bound(input: Empty, messages: list[Message]) -> Any:
+                return func(input, messages, ctx)
 
         return Tool(
             name=self.name,
