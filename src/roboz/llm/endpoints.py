@@ -25,6 +25,9 @@ class MockLLMEndpoint(LLMEndpoint):
     """Replies from a script, in order: a dict is sent as JSON, a str as is, an exception raised.
 
     Every request's records are kept in ``requests`` so tests can see what the LLM was shown.
+    In async runs ``acomplete`` calls ``complete`` on the loop (it never blocks), so a
+    subclass that overrides ``complete`` is used by both; keep such an override non-blocking
+    or override ``acomplete`` too.
     """
 
     def __init__(
@@ -108,7 +111,8 @@ class FunctionEndpoint(LLMEndpoint):
 
     The function returns a dict (sent as JSON), a str, or a whole Completion (to set usage),
     or raises. Records are the provider records of the call, system prompt first, so a test
-    can answer from the conversation instead of scripting replies in order.
+    can answer from the conversation instead of scripting replies in order. In async runs the
+    function is called on the loop, so it should not block.
     """
 
     def __init__(
