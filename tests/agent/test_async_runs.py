@@ -264,3 +264,27 @@ def test_cli_sink_shows_prose_live() -> None:
     assert 's stop rationale: all "done"\n' in text
     assert "s stop value: Bye 👋\n" in text
     assert json.dumps(REPLY)[:10] not in text.split("s stop value")[0]
+
+
+def test_a_stream_shows_user_prompts() -> None:
+    from roboz.models import Str, StrImage
+    from roboz.runtime.events import UserPrompted
+
+    class User:
+        def request_input(self, prompt: str, *, timeout: float | None = None) -> Str | StrImage:
+            return Str(value="blue")
+
+        def notify(self, message: str) -> None:
+            pass
+
+    def make() -> Agent:
+        endpoint = MockLLMEndpoint(
+            [{"action": "ask_user", "question": "Colour?"}, {"action": "stop", "value": "ok"}]
+        )
+        return Agent(name="u", agent_endpoint=endpoint, tools=[stop], user_io=User())
+
+    async def collect() -> list[Event]:
+        return [event async for event in make().astream()]
+
+    for events in (list(make().stream()), asyncio.run(collect())):
+        assert [e.prompt for e in events if isinstance(e, UserPrompted)] == ["Colour?"]

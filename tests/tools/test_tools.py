@@ -211,3 +211,29 @@ def test_skill_prerequisites_come_first_and_cycles_are_impossible() -> None:
         Skill(name="not an identifier", description="", instructions="")
     with pytest.raises(ToolDefinitionError, match="Tool instances"):
         Skill(name="bad", description="", instructions="", tools=["x"])  # type: ignore[list-item]
+
+
+def test_async_tools_and_factories_are_recognized_and_callable() -> None:
+    import asyncio
+
+    @tool
+    async def later(input: Empty, messages: list[Message]) -> Int:
+        """Later."""
+        await asyncio.sleep(0)
+        return Int(value=5)
+
+    @factory
+    async def scaled(input: Empty, messages: list[Message], ctx: int) -> Int:
+        """Scaled."""
+        return Int(value=ctx)
+
+    assert later.is_async and scaled(3).is_async and not source.is_async
+    assert later(Empty(), []) == Int(value=5)  # runs on a fresh loop when none is running
+
+    async def inside_a_loop() -> None:
+        assert await later.arun(Empty(), []) == Int(value=5)
+        assert await source.arun(Empty(), []) == Int(value=2)
+        with pytest.raises(RuntimeError, match="await tool.arun"):
+            later(Empty(), [])
+
+    asyncio.run(inside_a_loop())
