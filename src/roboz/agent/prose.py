@@ -10,6 +10,7 @@ read; nested values are skipped. A reply that is not JSON simply yields nothing.
 
 from __future__ import annotations
 
+import json
 import re
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\": "\\", "/": "/"}
@@ -35,6 +36,10 @@ class ProseStream:
         self._reading_key = False
 
     def feed(self, piece: str) -> list[tuple[str, str]]:
+        if self._state == _START and piece.endswith("}"):
+            whole = self._whole_object(piece)
+            if whole is not None:
+                return whole
         out: list[tuple[str, str]] = []
         text: list[str] = []
         i, n = 0, len(piece)
@@ -77,6 +82,29 @@ class ProseStream:
             else:  # _DONE: whatever follows (a closing code fence) is not ours
                 break
         return out
+
+    def _whole_object(self, piece: str) -> list[tuple[str, str]] | None:
+        """The common case of a reply that arrives in one piece, decoded at C speed."""
+        try:
+            data = json.loads(piece)
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        fields = [
+            (key, value)
+            for key, value in data.items()
+            if isinstance(value, str) and key != "action" and value
+        ]
+        try:
+            for _key, value in fields:
+                value.encode("utf-8")
+        except UnicodeEncodeError:
+            return None  # a lone surrogate: the incremental path replaces it
+        self._state = _DONE
+        action = data.get("action")
+        self.action = action if isinstance(action, str) else ""
+        return fields
 
     def _flush(self, out: list[tuple[str, str]], text: list[str]) -> None:
         if not text:
