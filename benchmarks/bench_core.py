@@ -1,40 +1,63 @@
-"""Core agent loop: chained step overhead, LLM-loop flatness, LLM calls saved, import time."""
+"""Core agent loop: chained step overhead, ainvoke against invoke, many concurrent agents,
+LLM-loop flatness, LLM calls saved, import time."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import json
+import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Sequence
 
 from roboz import Agent, AgentMode, tool
-from roboz.llm import MockLLMEndpoint
+from roboz.llm import Completion, MockLLMEndpoint, ProviderRecord
+from roboz.llm.endpoint import DeltaCallback
 from roboz.models import Empty, Int, Message, Role, Stop, Str
-from roboz.tools import stop
+from roboz.tools import Tool, stop
 
 STEPS = 200
 
 
-def _chain_agent() -> Agent:
-    @tool
+def _chain_agent(asynchronous: bool = False) -> Agent:
     def start(input: Empty, messages: list[Message]) -> Int:
         """Start counting."""
         return Int(value=0)
 
-    @tool(chained_to=["start", "tick"], chain_condition=lambda x: x.value < STEPS)
     def tick(input: Int, messages: list[Message]) -> Int:
         """Count one up."""
         return Int(value=input.value + 1)
 
-    @tool(chained_to=tick, chain_condition=lambda x: x.value >= STEPS)
     def done(input: Int, messages: list[Message]) -> Stop:
         """Stop at the end."""
         return Stop(value=input.value)
 
+    start_tool, tick_tool, done_tool = (
+        tool(_as_async(f) if asynchronous else f) for f in (start, tick, done)
+    )
+    tick_tool.chain(chained_to=["start", "tick"], chain_condition=lambda x: x.value < STEPS)
+    done_tool.chain(chained_to=tick_tool, chain_condition=lambda x: x.value >= STEPS)
+    return _deterministic(start_tool, tick_tool, done_tool)
+
+
+def _deterministic(start: Tool, tick: Tool, done: Tool) -> Agent:
     return Agent(
         name="chain", mode=AgentMode.DETERMINISTIC, default_tools=[start], tools=[tick, done]
     )
+
+
+def _as_async(func: Callable[[object, list[Message]], object]) -> Callable[..., object]:
+    async def wrapper(input: object, messages: list[Message]) -> object:
+        return func(input, messages)
+
+    wrapper.__name__ = func.__name__  # type: ignore[attr-defined]
+    wrapper.__doc__ = func.__doc__
+    wrapper.__annotations__ = func.__annotations__
+    return wrapper
 
 
 def _plain_loop() -> None:
@@ -66,6 +89,146 @@ def chained_step_overhead(repeats: int) -> None:
     print(
         f"chained step: {per_step:.1f} µs/step through the agent, {plain_step:.1f} µs/step "
         f"plain validated loop, ratio {per_step / plain_step:.2f}x (target <= 40 µs/step)"
+    )
+
+
+def _best_of_async(make: Callable[[], object], repeats: int) -> float:
+    async def timed() -> float:
+        timings = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            await make()  # type: ignore[misc]
+            timings.append(time.perf_counter() - started)
+        return min(timings)
+
+    return asyncio.run(timed())
+
+
+def _llm_agent(asynchronous: bool) -> Agent:
+    def step(input: Empty, messages: list[Message]) -> Str:
+        """One step."""
+        return Str(value="ok")
+
+    replies: list[object] = [{"action": "step", "rationale": "next"}] * STEPS
+    replies.append({"action": "stop", "value": "done"})
+    endpoint = MockLLMEndpoint(replies, keep_requests=False, estimate_usage=False)  # type: ignore[arg-type]
+    return Agent(
+        name="llm",
+        agent_endpoint=endpoint,
+        tools=[tool(_as_async(step) if asynchronous else step), stop],
+        max_steps=10 * STEPS,
+    )
+
+
+def ainvoke_overhead(repeats: int) -> None:
+    """Per step, ainvoke on a running loop against invoke, each with its own kind of tool."""
+    sync_s = _best_of(lambda: _chain_agent().invoke(), repeats)
+    native_s = _best_of_async(lambda: _chain_agent(asynchronous=True).ainvoke(), repeats)
+    mixed_s = _best_of_async(lambda: _chain_agent().ainvoke(), max(1, repeats // 3))
+    per = 1e6 / (STEPS + 2)
+    print(
+        f"ainvoke, chained steps: {native_s * per:.1f} µs/step with async tools vs invoke "
+        f"{sync_s * per:.1f} µs/step with sync tools, ratio {native_s / sync_s:.2f}x "
+        f"(target <= 1.2x); sync tools from ainvoke (a worker thread each) "
+        f"{mixed_s * per:.1f} µs/step"
+    )
+    llm_sync = _best_of(lambda: _llm_agent(False).invoke(), repeats)
+    llm_async = _best_of_async(lambda: _llm_agent(True).ainvoke(), repeats)
+    per = 1e6 / (2 * STEPS + 2)
+    print(
+        f"ainvoke, LLM-chosen steps: {llm_async * per:.1f} µs/step vs invoke "
+        f"{llm_sync * per:.1f} µs/step, ratio {llm_async / llm_sync:.2f}x (target <= 1.2x)"
+    )
+
+
+AGENTS = 200
+AGENT_STEPS = 20
+LATENCY_S = 0.02
+
+
+class _SlowMock(MockLLMEndpoint):
+    """The scripted mock with a provider's latency: slept by invoke, awaited by ainvoke."""
+
+    def complete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        time.sleep(LATENCY_S)
+        return super().complete(records, on_delta=on_delta, cancel=cancel)
+
+    async def acomplete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        await asyncio.sleep(LATENCY_S)
+        return MockLLMEndpoint.complete(self, records, on_delta=on_delta, cancel=cancel)
+
+
+def _fleet(asynchronous: bool) -> list[Agent]:
+    def work(input: Empty, messages: list[Message]) -> Str:
+        """One step of work."""
+        return Str(value="ok")
+
+    work_tool = tool(_as_async(work) if asynchronous else work)
+    replies: list[object] = [{"action": "work", "rationale": "next"}] * (AGENT_STEPS - 1)
+    replies.append({"action": "stop", "value": "done"})
+    return [
+        Agent(
+            name=f"agent{index}",
+            agent_endpoint=_SlowMock(replies, keep_requests=False),  # type: ignore[arg-type]
+            tools=[work_tool, stop],
+        )
+        for index in range(AGENTS)
+    ]
+
+
+def concurrent_child(mode: str) -> None:
+    """Run in a fresh process (so peak RSS is this mode's own): print seconds and RSS."""
+    agents = _fleet(asynchronous=mode == "loop")
+    idle_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    if mode == "loop":
+
+        async def everyone() -> None:
+            await asyncio.gather(*(agent.ainvoke() for agent in agents))
+
+        asyncio.run(everyone())
+    else:
+        threads = [threading.Thread(target=agent.invoke) for agent in agents]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    elapsed = time.perf_counter() - started
+    assert all(agent.messages[-1].caller == "stop" for agent in agents)
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"seconds": elapsed, "peak_kib": peak_kib, "idle_kib": idle_kib}))
+
+
+def many_concurrent_agents() -> None:
+    results = {}
+    for mode in ("loop", "threads"):
+        code = f"from benchmarks.bench_core import concurrent_child; concurrent_child({mode!r})"
+        output = subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True
+        ).stdout
+        results[mode] = json.loads(output.strip().splitlines()[-1])
+    steps = AGENTS * AGENT_STEPS
+    loop, threads = results["loop"], results["threads"]
+    print(
+        f"{AGENTS} agents x {AGENT_STEPS} LLM steps ({LATENCY_S * 1000:.0f} ms mock latency): "
+        f"ainvoke on one loop {steps / loop['seconds']:.0f} steps/s, peak RSS "
+        f"{loop['peak_kib'] / 1024:.0f} MiB (+{(loop['peak_kib'] - loop['idle_kib']) / 1024:.0f} "
+        f"over idle); invoke in {AGENTS} threads {steps / threads['seconds']:.0f} steps/s, "
+        f"peak RSS {threads['peak_kib'] / 1024:.0f} MiB "
+        f"(+{(threads['peak_kib'] - threads['idle_kib']) / 1024:.0f}); "
+        f"latency bound {AGENTS / LATENCY_S:.0f} steps/s"
     )
 
 
@@ -165,6 +328,8 @@ def import_time(repeats: int) -> None:
 
 def main(quick: bool = False) -> None:
     chained_step_overhead(3 if quick else 15)
+    ainvoke_overhead(3 if quick else 15)
+    many_concurrent_agents()
     llm_loop_flatness()
     lunch_with_bob()
     import_time(3 if quick else 9)

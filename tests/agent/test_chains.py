@@ -48,8 +48,12 @@ def test_the_false_branch_never_runs_and_the_chain_end_returns_to_defaults() -> 
         """Ask for an odd number."""
         return Int(value=3)
 
-    odd_only = odd.chain(ask_odd, condition=lambda x: x.value % 2 == 1)
-    never = even.chain(ask_odd, condition=lambda x: x.value % 2 == 0)
+    odd_only = odd.renamed("odd").chain(
+        chained_to=ask_odd, chain_condition=lambda x: x.value % 2 == 1
+    )
+    never = even.renamed("even").chain(
+        chained_to=ask_odd, chain_condition=lambda x: x.value % 2 == 0
+    )
     endpoint = MockLLMEndpoint(
         [{"action": "ask_odd", "rationale": "go"}, {"action": "stop", "value": "done"}]
     )
@@ -171,7 +175,7 @@ def test_duplicate_tool_names_are_rejected() -> None:
         Agent(
             name="t",
             agent_endpoint=MockLLMEndpoint([]),
-            tools=[ask, ask.renamed("ask").chain(even)],
+            tools=[ask, ask.renamed("ask").chain(chained_to=even)],
         )
 
 

@@ -63,3 +63,43 @@ def test_agent_runs_two_tool_calls_from_streamed_json_actions(
     assert "".join(delta.text for delta in deltas) == first + second
     assert {delta.agent for delta in deltas} == {"calc"}
     assert any(message.content == first for message in conversation)
+
+
+def _stop_agent(server: FakeOpenAIServer, **options: object) -> Agent:
+    return Agent(
+        name="quiet",
+        agent_endpoint=chat_endpoint(
+            model="m", max_context_tokens=8_000, base_url=server.base_url, api_key="sk-test"
+        ),
+        tools=[stop],
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def test_the_agent_streams_only_when_a_sink_consumes_deltas(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    reply = json.dumps({"action": "stop", "value": "done"})
+    openai_server.enqueue(Reply(text=reply), Reply(text=reply), Reply(text=reply))
+
+    class Summary:
+        """A sink that reads only whole replies and says so."""
+
+        wants_deltas = False
+
+        def __init__(self) -> None:
+            self.events: list[Event] = []
+
+        def __call__(self, event: Event) -> None:
+            self.events.append(event)
+
+    summary = Summary()
+    assert _stop_agent(openai_server).invoke()[0].value == "done"
+    assert _stop_agent(openai_server, event_sinks=[summary]).invoke()[0].value == "done"
+    assert summary.events and not [e for e in summary.events if isinstance(e, LLMDelta)]
+    deltas: list[Event] = []
+    _stop_agent(openai_server, event_sinks=[summary, deltas.append]).invoke()
+
+    bodies = [request.json() for request in openai_server.requests]
+    assert ["stream" in body for body in bodies] == [False, False, True]
+    assert "".join(e.text for e in deltas if isinstance(e, LLMDelta)) == reply

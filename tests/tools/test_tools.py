@@ -94,17 +94,57 @@ def test_chaining_to_one_or_several_parents_records_names() -> None:
     assert sink.chain_condition is not None and sink.chain_condition(Int(value=2))
 
 
-def test_chain_method_returns_a_chained_copy() -> None:
+def test_chain_method_chains_in_place_with_the_decorators_arguments() -> None:
     @tool
     def plain(input: Int, messages: list[Message]) -> Stop:
         """Stop with the number."""
         return Stop(value=input.value)
 
-    chained = plain.chain(source, condition=lambda x: True)
-    assert chained.chained_to == ("source",)
-    assert not plain.is_chained
-    with pytest.raises(ToolDefinitionError):
-        plain.chain()
+    @tool
+    def other(input: Empty, messages: list[Message]) -> Int:
+        """Another number."""
+        return Int(value=3)
+
+    # The result is discarded on purpose: the call alone must chain.
+    plain.chain(chained_to=[source, other], chain_condition=lambda x: x.value > 2)
+    assert plain.chained_to == ("source", "other")
+    assert plain.chain_condition is not None and plain.chain_condition(Int(value=3))
+    assert not plain.chain_condition(Int(value=2))
+
+    @tool
+    def single(input: Int, messages: list[Message]) -> Stop:
+        """Stop."""
+        return Stop(value=input.value)
+
+    assert single.chain(chained_to=source) is single
+    assert single.chained_to == ("source",) and single.chain_condition is None
+    with pytest.raises(ToolDefinitionError, match="needs chained_to"):
+        single.renamed("s").chain(chained_to=[])
+    # An already chained tool is never re-wired behind another user's back; a copy can be.
+    with pytest.raises(ToolDefinitionError, match="already chained to source"):
+        single.chain(chained_to=other)
+    copy = single.renamed("single").chain(chained_to=other)
+    assert copy.chained_to == ("other",) and single.chained_to == ("source",)
+    with pytest.raises(TypeError):
+        single.chain(source)  # type: ignore[misc]
+
+
+def test_a_discarded_chain_call_takes_effect_in_an_agent() -> None:
+    from roboz import Agent, AgentMode
+
+    @tool
+    def begin(input: Empty, messages: list[Message]) -> Int:
+        """Begin."""
+        return Int(value=7)
+
+    @tool
+    def end(input: Int, messages: list[Message]) -> Stop:
+        """End."""
+        return Stop(value=input.value * 2)
+
+    end.chain(chained_to=begin)
+    agent = Agent(name="d", mode=AgentMode.DETERMINISTIC, default_tools=[begin], tools=[end])
+    assert agent.invoke()[0].value == 14
 
 
 def test_factory_binds_its_context_and_keeps_chaining_arguments() -> None:
@@ -171,3 +211,29 @@ def test_skill_prerequisites_come_first_and_cycles_are_impossible() -> None:
         Skill(name="not an identifier", description="", instructions="")
     with pytest.raises(ToolDefinitionError, match="Tool instances"):
         Skill(name="bad", description="", instructions="", tools=["x"])  # type: ignore[list-item]
+
+
+def test_async_tools_and_factories_are_recognized_and_callable() -> None:
+    import asyncio
+
+    @tool
+    async def later(input: Empty, messages: list[Message]) -> Int:
+        """Later."""
+        await asyncio.sleep(0)
+        return Int(value=5)
+
+    @factory
+    async def scaled(input: Empty, messages: list[Message], ctx: int) -> Int:
+        """Scaled."""
+        return Int(value=ctx)
+
+    assert later.is_async and scaled(3).is_async and not source.is_async
+    assert later(Empty(), []) == Int(value=5)  # runs on a fresh loop when none is running
+
+    async def inside_a_loop() -> None:
+        assert await later.arun(Empty(), []) == Int(value=5)
+        assert await source.arun(Empty(), []) == Int(value=2)
+        with pytest.raises(RuntimeError, match="await tool.arun"):
+            later(Empty(), [])
+
+    asyncio.run(inside_a_loop())

@@ -38,7 +38,7 @@ def summarize(input: Str, messages: list[Message], endpoint: LLMEndpoint) -> Str
 assert_type(double, Tool)
 assert_type(report, Tool)
 assert_type(double.run(Int(value=1), []), Empty)
-assert_type(double.chain(report), Tool)
+assert_type(double.renamed("double_again").chain(chained_to=report), Tool)
 # The factory decorator does not carry the context type over yet (Factory[Any]).
 assert_type(summarize, Factory[Any])
 assert_type(summarize(MockLLMEndpoint([])), Tool)

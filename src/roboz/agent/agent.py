@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from roboz.agent.current import use_agent
+from roboz.agent.drivers import AsyncDriver, SyncDriver, drive
 from roboz.agent.errors import AgentConfigurationError, AgentRunError
 from roboz.agent.graph import ToolGraph
+from roboz.agent.info import describe_agent
 from roboz.agent.mode import AgentMode
 from roboz.agent.run import AgentRun
+from roboz.agent.spec import RunSpec
+from roboz.agent.streaming import astream_run, stream_run
 from roboz.agent.user import NoInputUserIO, make_ask_user_tool
 from roboz.llm import EndpointLike
 from roboz.models import Message, Role, Stop
-from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, EventPipe, Sink, use_pipe
-from roboz.runtime.io import UserIO, current_user_io, use_user_io
+from roboz.runtime.events import (
+    AgentFailed,
+    AgentFinished,
+    AgentStarted,
+    Event,
+    EventPipe,
+    Sink,
+    use_pipe,
+)
+from roboz.runtime.io import UserIO, bound_user_io, current_user_io, use_user_io
 from roboz.tools import Skill, Tool
 
 if TYPE_CHECKING:
@@ -37,6 +50,27 @@ def flatten_tools(entries: Iterable[ToolEntry]) -> list[Tool]:
                 f"{entry!r} is not a Tool or a chain of tools (call factories with their context)"
             )
     return flat
+
+
+def _conversation(messages: object, initial: Sequence[Message]) -> list[Message]:
+    """The list a run appends to: the caller's own list (kept, never replaced), else a copy
+    of the initial messages. Anything else is refused here, not deep inside the run."""
+    if messages is None:
+        return list(initial)
+    if not isinstance(messages, list):
+        raise TypeError(
+            f"invoke(messages=...) takes the list of Message objects to continue (it is "
+            f"extended in place), got {type(messages).__name__}; start a conversation from "
+            "text with Agent(initial_messages=[...])"
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise TypeError(
+                f"invoke(messages=...): item {index} is {type(message).__name__}, not a "
+                "Message; wrap text as Message(role='user', content=...) or pass it as "
+                "Agent(initial_messages=[...])"
+            )
+    return messages
 
 
 class Agent:
@@ -100,6 +134,7 @@ class Agent:
         self.thread_id: str | None = None
         """The thread of the last persisted run."""
         self._cancel = threading.Event()
+        self._driver: SyncDriver | AsyncDriver | None = None
         self._validate()
 
     @property
@@ -165,30 +200,90 @@ class Agent:
         a new thread starts as above, an existing one continues from its stored conversation
         with ``messages`` (if given) appended. ``thread_id`` names it afterwards.
         """
+        return drive(self._run(messages, SyncDriver, threading.Event(), thread_id))
+
+    async def ainvoke(
+        self, messages: list[Message] | None = None, *, thread_id: str | None = None
+    ) -> tuple[Stop, list[Message]]:
+        """``invoke`` for async code: the same run, on the caller's event loop.
+
+        Async tools and ``acomplete`` endpoints are awaited; sync tools and sync-only
+        endpoints run on worker threads. Cancelling the awaiting task cancels the LLM call in
+        flight and ends the run as ``cancel()`` does (AgentFailed is emitted); the task then
+        sees CancelledError, as asyncio expects, and ``agent.messages`` keeps the conversation.
+        """
+        return await self._run(messages, AsyncDriver, threading.Event(), thread_id)
+
+    def stream(
+        self, messages: list[Message] | None = None, *, thread_id: str | None = None
+    ) -> Iterator[Event]:
+        """Run on a worker thread and yield its events as they happen (see ``astream``)."""
+        cancel = threading.Event()
+        self._cancel = cancel
+        return stream_run(
+            self.event_pipe,
+            lambda cancel: drive(self._run(messages, SyncDriver, cancel, thread_id)),
+            cancel,
+        )
+
+    def astream(
+        self, messages: list[Message] | None = None, *, thread_id: str | None = None
+    ) -> AsyncIterator[Event]:
+        """Run on the caller's loop and yield its events as they happen: tools started and
+        finished, LLM deltas (raw, and LLMProseDelta per text field of the action), user
+        prompts, and last AgentFinished (with the result) or AgentFailed (then the error is
+        raised). Use ``contextlib.aclosing`` to leave early: the run is cancelled."""
+        cancel = threading.Event()
+        self._cancel = cancel
+        return astream_run(
+            self.event_pipe,
+            lambda cancel: self._run(messages, AsyncDriver, cancel, thread_id),
+            cancel,
+        )
+
+    async def _run(
+        self,
+        messages: list[Message] | None,
+        driver: type[SyncDriver] | type[AsyncDriver],
+        cancel: threading.Event,
+        thread_id: str | None = None,
+    ) -> tuple[Stop, list[Message]]:
         if self.store is None:
             if thread_id is not None:
                 raise AgentConfigurationError(
                     f"agent {self.name!r}: thread_id needs a store (Agent(..., store=...))"
                 )
-            return self._run(messages if messages is not None else list(self.initial_messages))
+            conversation = _conversation(messages, self.initial_messages)
+            return await self._run_on(conversation, driver, cancel)
         from roboz.agent.persistence import persisted_conversation
 
         with persisted_conversation(self, messages, thread_id) as conversation:
-            return self._run(conversation)
+            return await self._run_on(conversation, driver, cancel)
 
-    def _run(self, conversation: list[Message]) -> tuple[Stop, list[Message]]:
+    async def _run_on(
+        self,
+        conversation: list[Message],
+        driver: type[SyncDriver] | type[AsyncDriver],
+        cancel: threading.Event,
+    ) -> tuple[Stop, list[Message]]:
         self.messages = conversation
-        self._cancel = cancel = threading.Event()
-        user_io = self.user_io
+        self._cancel = cancel
+        # Without its own user_io the agent uses the binding in force (a host's adapter).
+        user_io = self.user_io if self.user_io is not None else bound_user_io()
         if self.mode is AgentMode.AUTONOMOUS:
             user_io = NoInputUserIO(user_io or current_user_io())
         with use_pipe(self.event_pipe), use_user_io(user_io), use_agent(self):
             self.event_pipe.emit(AgentStarted(agent=self.name, mode=self.mode.value))
-            run = AgentRun(self, conversation, cancel)
+            self._driver = run_driver = driver(cancel)
+            run = AgentRun(self.run_spec(), conversation, cancel, run_driver)
             try:
-                stop = run.run()
+                stop = await run.run()
             except AgentRunError as error:
                 self.event_pipe.emit(AgentFailed(agent=self.name, error=str(error)))
+                raise
+            except asyncio.CancelledError:
+                cancel.set()
+                self.event_pipe.emit(AgentFailed(agent=self.name, error=str(run.cancelled_error())))
                 raise
             self.event_pipe.emit(
                 AgentFinished(
@@ -197,20 +292,52 @@ class Agent:
             )
         return stop, conversation
 
+    def run_spec(self) -> RunSpec:
+        """This agent's configuration, frozen, as the next run will see it."""
+        return RunSpec(
+            name=self.name,
+            system_prompt=self.system_prompt,
+            mode=self.mode,
+            endpoint=self.agent_endpoint,
+            tools=tuple(self.tools),
+            default_tools=tuple(self.default_tools),
+            skills=tuple(self.skills),
+            auto_loaded_skills=tuple(self.auto_loaded_skills),
+            ask_user_tool=self.ask_user_tool,
+            automatic_tool_prompt=self.automatic_tool_prompt,
+            max_steps=self.max_steps,
+            max_repairs=self.max_repairs,
+        )
+
     def cancel(self) -> None:
         """Stop the run in progress (from another thread): no further step starts, and an
         endpoint that supports cancellation abandons the call it is waiting on. The run
         raises AgentCancelledError with the conversation so far."""
         self._cancel.set()
+        if self._driver is not None:
+            self._driver.interrupt()
 
     def show_agent_info(self, *, print_it: bool = True) -> str:
         """The complete configuration, system prompt included; printed and returned."""
-        from roboz.agent.info import describe_agent
-
-        text = describe_agent(self)
+        text = describe_agent(
+            self.run_spec(),
+            description=self.description,
+            sinks=self.event_pipe.sinks,
+            user_io=self.user_io,
+            initial_messages=self.initial_messages,
+            persistence=self._persistence(),
+        )
         if print_it:
             print(text)
         return text
+
+    def _persistence(self) -> str:
+        if self.store is None:
+            return "in memory; invoke() returns the conversation"
+        from roboz.agent.persistence import store_label
+
+        thread = self.thread_id or "a new thread per invoke() unless thread_id= is given"
+        return f"{store_label(self.store)}, thread {thread}"
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, mode={self.mode.value})"

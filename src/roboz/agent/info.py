@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 from roboz.agent.graph import ToolGraph
 from roboz.agent.run import PROMPT_LLM, AgentRun
-
-if TYPE_CHECKING:
-    from roboz.agent.agent import Agent
+from roboz.agent.spec import RunSpec
+from roboz.models import Message
+from roboz.runtime.events import Sink
+from roboz.runtime.io import UserIO
 
 
 def _condition(source: object) -> str:
@@ -25,11 +26,19 @@ def _condition(source: object) -> str:
     return text if len(text) < 90 else text[:89] + "…"
 
 
-def describe_agent(agent: Agent) -> str:
-    preview = AgentRun(agent, list(agent.initial_messages))
-    endpoint = agent.agent_endpoint
+def describe_agent(
+    agent: RunSpec,
+    *,
+    description: str,
+    sinks: Sequence[Sink],
+    user_io: UserIO | None,
+    initial_messages: Sequence[Message],
+    persistence: str = "in memory; invoke() returns the conversation",
+) -> str:
+    preview = AgentRun(agent, list(initial_messages))
+    endpoint = agent.endpoint
     lines = [
-        f"Agent {agent.name!r}" + (f": {agent.description}" if agent.description else ""),
+        f"Agent {agent.name!r}" + (f": {description}" if description else ""),
         f"  mode: {agent.mode.value}",
         "  endpoint: "
         + (
@@ -63,19 +72,10 @@ def describe_agent(agent: Agent) -> str:
         "  skills loaded at start: "
         + (", ".join(s.name for s in agent.auto_loaded_skills) or "none")
     )
-    sinks = agent.event_pipe.sinks
     lines.append("  event sinks: " + (", ".join(type(s).__name__ for s in sinks) or "none"))
-    lines.append(
-        "  user io: " + (type(agent.user_io).__name__ if agent.user_io else "CliUserIO (default)")
-    )
-    if agent.store is None:
-        lines.append("  persistence: in memory; invoke() returns the conversation")
-    else:
-        from roboz.agent.persistence import store_label
-
-        thread = agent.thread_id or "a new thread per invoke() unless thread_id= is given"
-        lines.append(f"  persistence: {store_label(agent.store)}, thread {thread}")
-    lines.append(f"  initial messages: {len(agent.initial_messages)}")
+    lines.append("  user io: " + (type(user_io).__name__ if user_io else "CliUserIO (default)"))
+    lines.append(f"  persistence: {persistence}")
+    lines.append(f"  initial messages: {len(initial_messages)}")
     if agent.llm_driven:
         lines += ["", f"System prompt ({PROMPT_LLM}):", preview.system_prompt()]
     return "\n".join(lines)

@@ -107,6 +107,7 @@ def parse_action(
     rationale = data.pop("rationale", "")
     if not isinstance(rationale, str):
         raise ReplyRejected('"rationale" must be a string')
+    _check_encodable(data, rationale)
     choices = ", ".join(sorted([*actions, *skills])) or "(none)"
     if name in actions:
         tool = actions[name]
@@ -123,3 +124,36 @@ def parse_action(
             f"choose one of: {choices}"
         )
     raise ReplyRejected(f"unknown action {name!r}; choose one of: {choices}")
+
+
+def _check_encodable(arguments: dict[str, Any], rationale: str) -> None:
+    """Reject text that cannot be encoded as UTF-8 (lone surrogates, e.g. from a ``\\ud800``
+    escape), naming the argument, before any tool sees it: such a string would otherwise
+    break the run later, when the conversation is serialized, and no tool should get it."""
+    problem = _unencodable("rationale", rationale)
+    for key in arguments:
+        problem = problem or _unencodable(f"{key!r} (a name)", key)
+    pending: list[tuple[str, Any]] = list(arguments.items())
+    while problem is None and pending:
+        where, value = pending.pop()
+        if isinstance(value, str):
+            problem = _unencodable(where, value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                problem = problem or _unencodable(f"{where} (a key)", str(key))
+                pending.append((f"{where}.{key}", item))
+        elif isinstance(value, list):
+            pending.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
+    if problem is not None:
+        raise ReplyRejected(problem)
+
+
+def _unencodable(where: str, text: str) -> str | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return (
+            f"argument {where!r} contains text that cannot be encoded as UTF-8 "
+            f"({error.reason} at character {error.start}); send valid Unicode text only"
+        )
+    return None

@@ -1,12 +1,17 @@
-"""One run of an agent: the scheduler loop over defaults, chains and invocations."""
+"""One run of an agent: the scheduler loop over defaults, chains and invocations.
+
+Written once, as coroutines; ``drivers.py`` runs it for ``invoke`` (without an event loop)
+and for ``ainvoke`` (on the caller's loop). Everything outside (tools, the endpoint) is
+reached through the driver.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
+from roboz.agent.drivers import Driver, SyncDriver
 from roboz.agent.errors import (
     AgentCancelledError,
     AgentConfigurationError,
@@ -18,31 +23,26 @@ from roboz.agent.errors import (
 )
 from roboz.agent.graph import ChainConflict, ToolGraph
 from roboz.agent.prompting import action_json, parse_action, render_system_prompt
+from roboz.agent.prose import ProseStream
+from roboz.agent.spec import RunSpec
 from roboz.agent.view import ConversationView
-from roboz.llm import (
-    Completion,
-    EndpointLike,
-    LLMReplyError,
-    ProviderRecord,
-    complete_validated,
-)
-from roboz.llm.endpoint import DeltaCallback
+from roboz.llm import LLMReplyError, ProviderRecord
+from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of
 from roboz.models import Empty, Invoke, Message, Role, Stop
 from roboz.models.values import images_of, payload_json
 from roboz.runtime.events import (
     LLMDelta,
+    LLMProseDelta,
     LLMReplied,
     LLMReplyRejected,
     LLMRequested,
     SkillLoaded,
     ToolFinished,
     ToolStarted,
+    current_pipe,
     emit,
 )
-from roboz.tools import Skill, Tool
-
-if TYPE_CHECKING:
-    from roboz.agent.agent import Agent
+from roboz.tools import Retry, Skill, Tool
 
 PROMPT_LLM = "prompt_llm"
 
@@ -51,21 +51,29 @@ class AgentRun:
     """Mutable state of a single ``invoke()``: conversation, loaded skills, counters."""
 
     def __init__(
-        self, agent: Agent, messages: list[Message], cancel: threading.Event | None = None
+        self,
+        spec: RunSpec,
+        messages: list[Message],
+        cancel: threading.Event | None = None,
+        driver: Driver | None = None,
     ) -> None:
-        self.agent = agent
+        self.spec = agent = spec
         self.cancel = cancel or threading.Event()
+        self.driver: Driver = driver or SyncDriver(self.cancel)
         self.messages = messages
         self.graph = ToolGraph()
         self.graph.add([*agent.tools, *agent.default_tools])
         self.loaded: list[Skill] = []
         self.steps = 0
         self.llm_calls = 0
+        self.repairs = RepairBudget(agent.max_repairs)
         self._system_record: ProviderRecord | None = None
-        self._view = ConversationView(agent.agent_endpoint) if agent.agent_endpoint else None
+        self._view = ConversationView(agent.endpoint) if agent.endpoint else None
         self.defaults = list(agent.default_tools)
+        self._prompt_tool: Tool | None = None
         if agent.llm_driven:
-            self.defaults.append(self._prompt_llm_tool())
+            self._prompt_tool = self._prompt_llm_tool()
+            self.defaults.append(self._prompt_tool)
         for skill in agent.auto_loaded_skills:
             self.load_skill(skill, announce=False)
 
@@ -73,24 +81,24 @@ class AgentRun:
 
     def actions(self) -> dict[str, Tool]:
         """Active tools the LLM can invoke: listed or loaded tools that are not chained."""
-        active = {t.name: t for t in self.agent.tools if not t.is_chained}
+        active = {t.name: t for t in self.spec.tools if not t.is_chained}
         for skill in self.loaded:
             active.update({t.name: t for t in skill.tools if not t.is_chained})
-        if self.agent.ask_user_tool is not None:
-            active[self.agent.ask_user_tool.name] = self.agent.ask_user_tool
+        if self.spec.ask_user_tool is not None:
+            active[self.spec.ask_user_tool.name] = self.spec.ask_user_tool
         return active
 
     def offered_skills(self) -> dict[str, Skill]:
         loaded = {skill.name for skill in self.loaded}
-        return {s.name: s for s in self.agent.skills if s.name not in loaded}
+        return {s.name: s for s in self.spec.skills if s.name not in loaded}
 
     def passive(self) -> dict[str, Tool]:
         return {name: t for name, t in self.graph.tools.items() if t.is_chained}
 
     def system_prompt(self) -> str:
         return render_system_prompt(
-            self.agent.system_prompt,
-            automatic_tool_prompt=self.agent.automatic_tool_prompt,
+            self.spec.system_prompt,
+            automatic_tool_prompt=self.spec.automatic_tool_prompt,
             actions=self.actions().values(),
             offered_skills=self.offered_skills().values(),
             loaded_skills=self.loaded,
@@ -98,18 +106,28 @@ class AgentRun:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def run(self) -> Stop:
-        while True:
-            for default in self.defaults:
-                result = self.run_chain(default, default.input_type(), "default")
-                if result is not None:
-                    return result
+    async def run(self) -> Stop:
+        self.driver.attach()
+        try:
+            while True:
+                for default in self.defaults:
+                    result = await self.run_chain(default, default.input_type(), "default")
+                    if result is not None:
+                        return result
+        except asyncio.CancelledError:
+            if self.driver.take_interrupt():  # agent.cancel(), not the task's owner
+                raise self.cancelled_error() from None
+            raise
+        finally:
+            self.driver.close()
 
-    def run_chain(self, tool: Tool, value: Empty, trigger: str) -> Stop | None:
+    async def run_chain(self, tool: Tool, value: Empty, trigger: str) -> Stop | None:
         """Run ``tool`` and whatever its output leads to; Stop ends the run."""
         current, how = tool, trigger
         while True:
-            output = self.execute(current, value, how)
+            output = await self.execute(current, value, how)
+            if output is None:
+                return None  # the tool asked the LLM to try again
             if isinstance(output, Stop):
                 return output
             if isinstance(output, Invoke):
@@ -130,6 +148,7 @@ class AgentRun:
         skill = self.offered_skills().get(invoke.action)
         if skill is not None:
             self.steps += 1
+            self.repairs.reset()
             self.load_skill(skill, announce=True)
             return None
         target = self.actions().get(invoke.action) or self.graph.tools.get(invoke.action)
@@ -152,30 +171,44 @@ class AgentRun:
                 ) from error
         return target
 
-    def _cancelled(self) -> AgentCancelledError:
+    def cancelled_error(self) -> AgentCancelledError:
         return AgentCancelledError(
             f"the run was cancelled after {self.steps} step(s)", messages=self.messages
         )
 
-    def execute(self, tool: Tool, value: Empty, trigger: str) -> Empty:
+    async def execute(self, tool: Tool, value: Empty, trigger: str) -> Empty | None:
+        await self.driver.pause()
         if self.cancel.is_set():
-            raise self._cancelled()
+            raise self.cancelled_error()
         self.steps += 1
-        if self.steps > self.agent.max_steps:
+        if self.steps > self.spec.max_steps:
             raise MaxStepsExceededError(
-                f"the run took more than {self.agent.max_steps} steps without a Stop",
+                f"the run took more than {self.spec.max_steps} steps without a Stop",
                 messages=self.messages,
             )
-        name = self.agent.name
+        name = self.spec.name
         emit(ToolStarted(agent=name, tool=tool.name, trigger=trigger))
         started = time.perf_counter()
         try:
-            output = tool.run(value, self.messages)
+            if tool is self._prompt_tool:
+                output: Empty = await self._prompt_llm(value, self.messages)
+            else:
+                output = tool.checked(await self.driver.call_tool(tool, value, self.messages))
         except AgentRunError:
             raise
+        except Retry as retry:
+            if not self.spec.llm_driven:
+                raise ToolExecutionError(
+                    f"tool {tool.name!r} asked for a retry ({retry}), but a deterministic "
+                    "agent has no LLM to correct",
+                    tool=tool.name,
+                    messages=self.messages,
+                ) from retry
+            self.reject(None, str(retry), what=f"call of {tool.name!r}", caller=tool.name)
+            return None
         except Exception as error:
             if self.cancel.is_set():  # e.g. the endpoint gave up because we cancelled
-                raise self._cancelled() from error
+                raise self.cancelled_error() from error
             raise ToolExecutionError(
                 f"tool {tool.name!r} failed: {type(error).__name__}: {error}",
                 tool=tool.name,
@@ -192,6 +225,8 @@ class AgentRun:
                     message_kind="tool_result",
                 )
             )
+        if trigger == "invoked":
+            self.repairs.reset()  # the decision held: the next one gets the whole budget
         emit(
             ToolFinished(
                 agent=name, tool=tool.name, output=output, duration_s=time.perf_counter() - started
@@ -206,7 +241,7 @@ class AgentRun:
             self.graph.add(item.tools, origin=f"skill {item.name!r}")
             self.loaded.append(item)
             self._system_record = None
-            emit(SkillLoaded(agent=self.agent.name, skill=item.name))
+            emit(SkillLoaded(agent=self.spec.name, skill=item.name))
             if announce:
                 names = ", ".join(t.name for t in item.tools if not t.is_chained) or "none"
                 self.messages.append(
@@ -227,48 +262,59 @@ class AgentRun:
             instruction="Ask the agent's LLM which action to take next.",
             input_type=Empty,
             output_types=(Invoke,),
-            func=self._prompt_llm,
+            func=_executed_by_the_run,
             records_own_output=True,
         )
 
-    def _prompt_llm(self, input: Empty, messages: list[Message]) -> Invoke:
-        endpoint = self.agent.agent_endpoint
+    def reject(
+        self,
+        reply: str | None,
+        reason: str,
+        *,
+        model: str | None = None,
+        what: str = "reply",
+        caller: str | None = None,
+    ) -> None:
+        """Send a correction back to the LLM (a repair), or end the run once they are spent."""
+        emit(LLMReplyRejected(agent=self.spec.name, reason=reason, reply=reply or ""))
+        try:
+            exchange = self.repairs.reject(reply, reason, model=model, what=what, caller=caller)
+        except LLMReplyError as error:
+            self.messages.extend(error.exchange)
+            raise AgentReplyError(str(error), messages=self.messages) from error
+        self.messages.extend(exchange)
+
+    async def _prompt_llm(self, input: Empty, messages: list[Message]) -> Invoke:
+        endpoint = self.spec.endpoint
         if endpoint is None or self._view is None:  # guarded at construction
             raise AgentConfigurationError("prompt_llm needs an agent_endpoint")
         actions, skills, passive = self.actions(), self.offered_skills(), self.passive()
         if self._system_record is None:
             self._system_record = {"role": "system", "content": self.system_prompt()}
-        records = self._view.records(messages, [self._system_record])
-        agent = self.agent.name
-
-        def parse(text: str) -> Invoke:
-            return parse_action(text, actions=actions, skills=skills, passive=passive)
-
-        def counting_endpoint_call() -> None:
+        agent = self.spec.name
+        pipe = current_pipe()
+        wants_deltas = pipe is not None and pipe.wants_deltas
+        while True:
+            on_delta = _DeltaRelay(agent).feed if wants_deltas else None
+            records = self._view.records(messages, [self._system_record])
             self.llm_calls += 1
             emit(
                 LLMRequested(
                     agent=agent,
-                    endpoint=getattr(endpoint, "name", ""),
+                    endpoint=endpoint.name,
                     model=endpoint.model_name,
                     messages=len(records),
                 )
             )
-
-        try:
-            invoke, completion, repairs = complete_validated(
-                _CountingEndpoint(endpoint, records, counting_endpoint_call),
-                [],
-                parse,
-                max_repairs=self.agent.max_repairs,
-                on_delta=lambda text: emit(LLMDelta(agent=agent, text=text)),
-                cancel=self.cancel,
-            )
-        except LLMReplyError as error:
-            raise AgentReplyError(str(error), messages=messages) from error
-        for rejected in repairs[1::2]:
-            emit(LLMReplyRejected(agent=agent, reason=rejected.content))
-        messages.extend(repairs)
+            completion = await self.driver.complete(endpoint, records, on_delta)
+            try:
+                invoke = parse_action(
+                    completion.text, actions=actions, skills=skills, passive=passive
+                )
+            except REPLY_ERRORS as error:
+                self.reject(completion.text, reason_of(error), model=completion.model)
+                continue
+            break
         messages.append(
             Message.model_construct(
                 role=Role.ASSISTANT,
@@ -276,7 +322,7 @@ class AgentRun:
                 images=[],
                 caller=PROMPT_LLM,
                 message_kind="action",
-                endpoint=getattr(endpoint, "name", None),
+                endpoint=endpoint.name,
                 model=completion.model or endpoint.model_name,
                 token_input=completion.usage.input_tokens,
                 token_output=completion.usage.output_tokens,
@@ -293,30 +339,20 @@ class AgentRun:
         return invoke
 
 
-class _CountingEndpoint:
-    """Puts the cached conversation records in front of whatever the repair loop adds.
+def _executed_by_the_run(input: Empty, messages: list[Message]) -> Invoke:
+    raise RuntimeError("prompt_llm runs inside its agent's run only")
 
-    ``complete_validated`` only knows the repair exchange; the (incrementally built)
-    conversation records come from the view, so they are not rebuilt on every call.
-    """
 
-    def __init__(
-        self, endpoint: EndpointLike, head: list[ProviderRecord], on_call: Callable[[], None]
-    ) -> None:
-        self._endpoint = endpoint
-        self._head = head
-        self._on_call = on_call
-        self.model_name = endpoint.model_name
-        self.max_context_tokens = endpoint.max_context_tokens
-        self.accepts_images = endpoint.accepts_images
-        self.messages_scrubber = getattr(endpoint, "messages_scrubber", None)
+class _DeltaRelay:
+    """Raw deltas of one reply as LLMDelta events, and its prose fields as LLMProseDelta."""
 
-    def complete(
-        self,
-        records: Sequence[ProviderRecord],
-        *,
-        on_delta: DeltaCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Completion:
-        self._on_call()
-        return self._endpoint.complete([*self._head, *records], on_delta=on_delta, cancel=cancel)
+    def __init__(self, agent: str) -> None:
+        self._agent = agent
+        self._prose = ProseStream()
+
+    def feed(self, text: str) -> None:
+        agent = self._agent
+        emit(LLMDelta(agent=agent, text=text))
+        prose = self._prose
+        for field, chunk in prose.feed(text):
+            emit(LLMProseDelta(agent=agent, field=field, text=chunk, action=prose.action))

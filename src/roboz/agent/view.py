@@ -53,7 +53,7 @@ class ConversationView:
 
     def __init__(self, endpoint: EndpointLike) -> None:
         self._endpoint = endpoint
-        scrubber = getattr(endpoint, "messages_scrubber", None)
+        scrubber = endpoint.messages_scrubber
         # A custom scrubber may filter or reorder across messages, so it sees the whole list;
         # the default one maps message by message and can be cached.
         self._per_message = scrubber in (None, default_messages_scrubber)

@@ -7,14 +7,22 @@ from roboz.llm.completion import (
     get_completion,
     to_records,
 )
-from roboz.llm.endpoint import Completion, EndpointLike, LLMEndpoint, TokenUsage
-from roboz.llm.endpoints import MockLLMEndpoint
+from roboz.llm.endpoint import (
+    AsyncEndpointLike,
+    Completion,
+    EndpointLike,
+    LLMEndpoint,
+    TokenUsage,
+)
+from roboz.llm.endpoints import FunctionEndpoint, MockLLMEndpoint
 from roboz.llm.errors import LLMError, LLMReplyError, MockScriptExhaustedError
 from roboz.llm.records import MessagesScrubber, ProviderRecord, default_messages_scrubber
 
 __all__ = [
+    "AsyncEndpointLike",
     "Completion",
     "EndpointLike",
+    "FunctionEndpoint",
     "LLMEndpoint",
     "LLMError",
     "LLMReplyError",

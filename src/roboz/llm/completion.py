@@ -28,7 +28,7 @@ class ReplyRejected(ValueError):
 
 
 def to_records(endpoint: EndpointLike, messages: Sequence[Message]) -> list[ProviderRecord]:
-    scrubber = getattr(endpoint, "messages_scrubber", None) or default_messages_scrubber
+    scrubber = endpoint.messages_scrubber or default_messages_scrubber
     records = scrubber(messages)
     if not endpoint.accepts_images:
         records = [_without_images(record) for record in records]
@@ -46,16 +46,6 @@ def _without_images(record: ProviderRecord) -> ProviderRecord:
     return {"role": record["role"], "content": content}
 
 
-def complete_records(
-    endpoint: EndpointLike,
-    records: Sequence[ProviderRecord],
-    *,
-    on_delta: DeltaCallback | None = None,
-    cancel: threading.Event | None = None,
-) -> Completion:
-    return endpoint.complete(records, on_delta=on_delta, cancel=cancel)
-
-
 def call_llm_api(
     endpoint: EndpointLike,
     messages: Sequence[Message],
@@ -66,6 +56,80 @@ def call_llm_api(
     """Send messages to an endpoint; return the reply text and its token usage."""
     completion = endpoint.complete(to_records(endpoint, messages), on_delta=on_delta, cancel=cancel)
     return completion.text, completion.usage
+
+
+class RepairBudget:
+    """Bounded corrections of one LLM decision: each rejected reply (or tool ``Retry``) costs
+    one; the one after the last allowed ends the exchange with LLMReplyError.
+
+    ``reject`` returns the two messages to add to the conversation (the rejected reply and
+    the correction); once the budget is spent they are on the error's ``exchange``.
+    """
+
+    def __init__(self, max_repairs: int = DEFAULT_MAX_REPAIRS) -> None:
+        self.max_repairs = max_repairs
+        self.spent = 0
+        self.total = 0
+
+    def reset(self) -> None:
+        self.spent = 0
+
+    def reject(
+        self,
+        reply: str | None,
+        reason: str,
+        *,
+        model: str | None = None,
+        what: str = "reply",
+        caller: str | None = None,
+    ) -> list[Message]:
+        """``reply=None``: the reply is already in the conversation (a tool's ``Retry``)."""
+        reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
+        exchange = [
+            Message(
+                role=Role.USER,
+                content=f"Your previous {what} could not be used: {reason}. Reply again, "
+                "following the instructions exactly.",
+                caller=caller,
+                message_kind="repair",
+            )
+        ]
+        if reply is not None:
+            rejected = Message(
+                role=Role.ASSISTANT,
+                # Kept for the LLM to see, so it must survive serialization even when the
+                # reply itself held text that cannot be encoded.
+                content=reply.encode("utf-8", "replace").decode("utf-8"),
+                message_kind="rejected_reply",
+                model=model or None,
+            )
+            exchange.insert(0, rejected)
+        if self.spent >= self.max_repairs:
+            raise LLMReplyError(
+                f"the LLM reply was still unusable after {self.max_repairs} correction(s): "
+                f"{reason}",
+                attempts=self.spent + 1,
+                last_reply=reply or "",
+                reason=reason,
+                exchange=exchange[:1] if reply is not None else [],
+            )
+        self.spent += 1
+        self.total += 1
+        return exchange
+
+
+def reason_of(error: Exception) -> str:
+    """What to tell the LLM about a reply its parser refused."""
+    if isinstance(error, ValidationError):
+        problems = [
+            f"{'.'.join(str(part) for part in item['loc']) or 'reply'}: {item['msg']}"
+            for item in error.errors()
+        ]
+        return "; ".join(problems)
+    return str(error)
+
+
+REPLY_ERRORS = (ReplyRejected, ValidationError, ValueError)
 
 
 def complete_validated(
@@ -81,49 +145,25 @@ def complete_validated(
 
     Returns the parsed value, the accepted completion, and the repair exchange (rejected
     replies and the corrections sent back) so callers can keep it in their conversation.
-    Raises LLMReplyError after ``max_repairs`` corrections.
+    Raises LLMReplyError after ``max_repairs`` corrections; its ``exchange`` holds them.
     """
     conversation = list(messages)
     repairs: list[Message] = []
-    for attempt in range(max_repairs + 1):
+    budget = RepairBudget(max_repairs)
+    while True:
         completion = endpoint.complete(
             to_records(endpoint, conversation), on_delta=on_delta, cancel=cancel
         )
         try:
             return parse(completion.text), completion, repairs
-        except (ReplyRejected, ValidationError, ValueError) as error:
-            reason = _reason(error)
-            if attempt == max_repairs:
-                raise LLMReplyError(
-                    f"the LLM reply was still unusable after {max_repairs} correction(s): {reason}",
-                    attempts=attempt + 1,
-                    last_reply=completion.text,
-                ) from error
-            rejected = Message(
-                role=Role.ASSISTANT,
-                content=completion.text,
-                message_kind="rejected_reply",
-                model=completion.model or None,
-            )
-            correction = Message(
-                role=Role.USER,
-                content=f"Your previous reply could not be used: {reason}. Reply again, "
-                "following the instructions exactly.",
-                message_kind="repair",
-            )
-            repairs += [rejected, correction]
-            conversation += [rejected, correction]
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def _reason(error: Exception) -> str:
-    if isinstance(error, ValidationError):
-        problems = [
-            f"{'.'.join(str(part) for part in item['loc']) or 'reply'}: {item['msg']}"
-            for item in error.errors()
-        ]
-        return "; ".join(problems)
-    return str(error)
+        except REPLY_ERRORS as error:
+            try:
+                exchange = budget.reject(completion.text, reason_of(error), model=completion.model)
+            except LLMReplyError as failure:
+                failure.exchange[:0] = repairs
+                raise failure from error
+            repairs += exchange
+            conversation += exchange
 
 
 @overload

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from roboz.llm.records import MessagesScrubber, ProviderRecord, default_messages_scrubber
+from roboz.runtime.offload import in_worker_thread
 
 DeltaCallback = Callable[[str], None]
 
@@ -32,11 +33,21 @@ class Completion:
 
 @runtime_checkable
 class EndpointLike(Protocol):
-    """What tools and agents need from an LLM endpoint."""
+    """What tools and agents need from an LLM endpoint.
+
+    ``name`` labels the endpoint in events and stored messages; ``messages_scrubber`` maps
+    messages to provider records (None: ``default_messages_scrubber``).
+    """
 
     model_name: str
     max_context_tokens: int
     accepts_images: bool
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def messages_scrubber(self) -> MessagesScrubber | None: ...
 
     def complete(
         self,
@@ -45,6 +56,35 @@ class EndpointLike(Protocol):
         on_delta: DeltaCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> Completion: ...
+
+
+@runtime_checkable
+class AsyncEndpointLike(Protocol):
+    """An endpoint that can be awaited; ``ainvoke`` uses ``acomplete`` when there is one."""
+
+    async def acomplete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion: ...
+
+
+async def complete_in_thread(
+    endpoint: EndpointLike,
+    records: Sequence[ProviderRecord],
+    *,
+    on_delta: DeltaCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> Completion:
+    """A blocking ``complete`` awaited from async code: asyncio cancellation sets ``cancel``
+    (which the endpoint watches) and waits for the call to give up."""
+    cancel = cancel if cancel is not None else threading.Event()
+    return await in_worker_thread(
+        lambda: endpoint.complete(records, on_delta=on_delta, cancel=cancel),
+        on_cancel=cancel.set,
+    )
 
 
 class LLMEndpoint(ABC):
@@ -79,6 +119,17 @@ class LLMEndpoint(ABC):
         cancel: threading.Event | None = None,
     ) -> Completion:
         """Send records to the model and return its reply."""
+
+    async def acomplete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        """Awaitable ``complete``; this default runs it on a worker thread. Endpoints with a
+        native async client override it."""
+        return await complete_in_thread(self, records, on_delta=on_delta, cancel=cancel)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_name={self.model_name!r})"

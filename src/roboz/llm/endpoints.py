@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -13,6 +13,7 @@ from roboz.llm.errors import MockScriptExhaustedError
 from roboz.llm.records import MessagesScrubber, ProviderRecord
 
 MockReply = dict[str, Any] | str | BaseException
+ReplyFunction = Callable[[list[ProviderRecord]], "dict[str, Any] | str | Completion"]
 
 
 def _estimate_tokens(text: str) -> int:
@@ -24,6 +25,9 @@ class MockLLMEndpoint(LLMEndpoint):
     """Replies from a script, in order: a dict is sent as JSON, a str as is, an exception raised.
 
     Every request's records are kept in ``requests`` so tests can see what the LLM was shown.
+    In async runs ``acomplete`` calls ``complete`` on the loop (it never blocks), so a
+    subclass that overrides ``complete`` is used by both; keep such an override non-blocking
+    or override ``acomplete`` too.
     """
 
     def __init__(
@@ -89,3 +93,73 @@ class MockLLMEndpoint(LLMEndpoint):
             ),
             model=self.model_name,
         )
+
+    async def acomplete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        # Replying never blocks, so no worker thread; through complete, so a subclass that
+        # overrides complete is served the same way in async runs.
+        return self.complete(records, on_delta=on_delta, cancel=cancel)
+
+
+class FunctionEndpoint(LLMEndpoint):
+    """Computes each reply from what the LLM would be shown: ``function(records)``.
+
+    The function returns a dict (sent as JSON), a str, or a whole Completion (to set usage),
+    or raises. Records are the provider records of the call, system prompt first, so a test
+    can answer from the conversation instead of scripting replies in order. In async runs the
+    function is called on the loop, so it should not block.
+    """
+
+    def __init__(
+        self,
+        function: ReplyFunction,
+        *,
+        model_name: str = "function",
+        max_context_tokens: int = 128_000,
+        accepts_images: bool = True,
+        messages_scrubber: MessagesScrubber | None = None,
+        name: str = "function",
+    ) -> None:
+        super().__init__(
+            model_name=model_name,
+            max_context_tokens=max_context_tokens,
+            accepts_images=accepts_images,
+            messages_scrubber=messages_scrubber,
+            name=name,
+        )
+        self.function = function
+        self.calls = 0
+
+    def complete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        self.calls += 1
+        reply = self.function(list(records))
+        completion = (
+            reply
+            if isinstance(reply, Completion)
+            else Completion(
+                text=reply if isinstance(reply, str) else json.dumps(reply), model=self.model_name
+            )
+        )
+        if on_delta is not None:
+            on_delta(completion.text)
+        return completion
+
+    async def acomplete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        return self.complete(records, on_delta=on_delta, cancel=cancel)

@@ -67,6 +67,21 @@ class LLMDelta(Event):
 
 
 @dataclass(frozen=True)
+class LLMProseDelta(Event):
+    """Decoded text of one field of the reply being generated, as it arrives.
+
+    The agent parses its LLM's JSON action incrementally: ``field`` is ``"rationale"`` or the
+    name of a text argument of the action (``"value"`` for ``stop``), ``action`` the action
+    named so far (``""`` until the reply has named it). Concatenating the ``text`` of one
+    field gives its value. A reply that is then rejected is followed by LLMReplyRejected.
+    """
+
+    field: str = ""
+    text: str = ""
+    action: str = ""
+
+
+@dataclass(frozen=True)
 class LLMReplied(Event):
     text: str = ""
     input_tokens: int = 0
@@ -75,7 +90,10 @@ class LLMReplied(Event):
 
 @dataclass(frozen=True)
 class LLMReplyRejected(Event):
+    """A reply (or a tool's ``Retry``) that went back to the LLM with ``reason``."""
+
     reason: str = ""
+    reply: str = ""
 
 
 @dataclass(frozen=True)
@@ -109,6 +127,15 @@ class EventPipe:
     @property
     def sinks(self) -> tuple[Sink, ...]:
         return tuple(self._sinks)
+
+    @property
+    def wants_deltas(self) -> bool:
+        """True when some sink consumes LLM deltas, so endpoints should stream.
+
+        A sink opts out by setting ``wants_deltas = False`` on itself; plain callables are
+        assumed to want everything.
+        """
+        return any(getattr(sink, "wants_deltas", True) for sink in self._sinks)
 
     def emit(self, event: Event) -> None:
         for sink in self._sinks:

@@ -52,7 +52,13 @@ _current_io: contextvars.ContextVar[UserIO | None] = contextvars.ContextVar(
 
 
 def current_user_io() -> UserIO:
+    """The adapter bound with ``use_user_io``, or the terminal when none is."""
     return _current_io.get() or CliUserIO()
+
+
+def bound_user_io() -> UserIO | None:
+    """The adapter bound with ``use_user_io``, or None."""
+    return _current_io.get()
 
 
 @contextlib.contextmanager

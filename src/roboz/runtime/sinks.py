@@ -13,6 +13,7 @@ from roboz.runtime.events import (
     AgentFinished,
     AgentStarted,
     Event,
+    LLMProseDelta,
     LLMReplied,
     LLMReplyRejected,
     SkillLoaded,
@@ -31,20 +32,44 @@ def _short(value: Any, limit: int = 160) -> str:
 
 
 class CliSink:
-    """Prints one line per step: tools started and finished, LLM replies, the result."""
+    """Prints one line per step: tools started and finished, LLM replies, the result.
+
+    The LLM's rationale and text arguments are shown live, as prose, while they stream.
+    """
+
+    wants_deltas = True
 
     def __init__(self, console: Console | None = None, *, verbose: bool = False) -> None:
         self.console = console or Console(highlight=False, soft_wrap=True)
         self.verbose = verbose
+        self._prose_field: str | None = None  # the field being written on the open line
 
     @classmethod
     def default(cls) -> CliSink:
         return cls()
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, LLMProseDelta):
+            self._write_prose(event)
+            return
         line = self.render(event)
         if line is not None:
+            self._end_prose()
             self.console.print(line)
+
+    def _write_prose(self, event: LLMProseDelta) -> None:
+        if event.field != self._prose_field:
+            self._end_prose()
+            who = f"[dim]{escape(event.agent or '')}[/dim] " if event.agent else ""
+            action = f"{escape(event.action)} " if event.action else ""
+            self.console.print(f"{who}[magenta]{action}{escape(event.field)}:[/magenta] ", end="")
+            self._prose_field = event.field
+        self.console.print(event.text, end="", markup=False, highlight=False)
+
+    def _end_prose(self) -> None:
+        if self._prose_field is not None:
+            self.console.print()
+            self._prose_field = None
 
     def render(self, event: Event) -> str | None:
         who = f"[dim]{escape(event.agent or '')}[/dim] " if event.agent else ""

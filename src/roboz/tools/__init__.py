@@ -5,6 +5,7 @@ from roboz.tools.stopping import stop
 from roboz.tools.tool import (
     ChainCondition,
     Factory,
+    Retry,
     Tool,
     ToolDefinitionError,
     ToolOutputError,
@@ -15,6 +16,7 @@ from roboz.tools.tool import (
 __all__ = [
     "ChainCondition",
     "Factory",
+    "Retry",
     "Skill",
     "SkillFactory",
     "Tool",

@@ -9,6 +9,7 @@ and ``chain_condition`` decides, from that output, whether this link fires.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import types
 import typing
@@ -20,6 +21,7 @@ from roboz.models import Empty, Message
 
 C = TypeVar("C")
 ChainCondition = Callable[[Any], bool]
+Parents = Union["Tool", "Factory[Any]", str, Sequence[Union["Tool", "Factory[Any]", str]], None]
 
 
 class ToolDefinitionError(TypeError):
@@ -28,6 +30,16 @@ class ToolDefinitionError(TypeError):
 
 class ToolOutputError(TypeError):
     """A tool returned something other than what its annotation promises."""
+
+
+class Retry(Exception):
+    """Raised by a tool to send the LLM a correction instead of ending the run.
+
+    The message goes back to the LLM (``Retry("dates are YYYY-MM-DD")``) and the LLM chooses
+    again. It counts as a repair of that decision: after the agent's ``max_repairs`` the run
+    ends with AgentReplyError. Outside an LLM-driven agent there is no one to correct, so it
+    ends the run like any other tool error.
+    """
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,14 +55,20 @@ class Tool:
     chain_condition: ChainCondition | None = field(default=None, repr=False)
     records_own_output: bool = field(default=False, repr=False)
     """Set by tools (like prompt_llm) that append their own conversation message."""
+    is_async: bool = field(default=False, repr=False)
+    """``func`` is an ``async def``: agents await it on their loop (a private one in invoke)."""
+
+    def __post_init__(self) -> None:
+        if inspect.iscoroutinefunction(self.func) and not self.is_async:
+            object.__setattr__(self, "is_async", True)
 
     @property
     def is_chained(self) -> bool:
         """Chained tools are passive: only their parents' outputs trigger them."""
         return bool(self.chained_to)
 
-    def run(self, input: Empty, messages: list[Message]) -> Empty:
-        output = self.func(input, messages)
+    def checked(self, output: Any) -> Empty:
+        """``output`` if it is what the annotation promises, else ToolOutputError."""
         if not isinstance(output, self.output_types):
             expected = " | ".join(t.__name__ for t in self.output_types)
             raise ToolOutputError(
@@ -59,25 +77,52 @@ class Tool:
             )
         return output
 
+    def run(self, input: Empty, messages: list[Message]) -> Empty:
+        """Call the tool directly (an async tool runs to completion on a fresh loop)."""
+        if self.is_async:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return self.checked(asyncio.run(self.func(input, messages)))
+            raise RuntimeError(
+                f"tool {self.name!r} is async and a loop is running here: await tool.arun(...)"
+            )
+        return self.checked(self.func(input, messages))
+
+    async def arun(self, input: Empty, messages: list[Message]) -> Empty:
+        """Call the tool directly from async code (a sync tool is called as is)."""
+        output = self.func(input, messages)
+        return self.checked(await output if self.is_async else output)
+
     __call__ = run
 
     def chain(
         self,
-        *parents: Tool | Factory[Any] | str,
-        condition: ChainCondition | None = None,
+        *,
+        chained_to: Parents,
+        chain_condition: ChainCondition | None = None,
     ) -> Tool:
-        """A copy of this tool chained to ``parents`` (the upstream tools it follows)."""
+        """Chain this tool in place, with the decorator's own arguments, and return it.
+
+        In place, so that a call whose result is discarded still chains. A tool that is
+        already chained is refused rather than silently re-wired (it may be in use by another
+        agent or skill); chain a copy instead: ``tool.renamed(tool.name).chain(...)``.
+        """
+        parents = _normalize_parents(chained_to, self.name)
         if not parents:
-            raise ToolDefinitionError(f"{self.name}.chain() needs at least one parent tool")
-        return replace(
-            self, chained_to=_parent_names(parents, self.name), chain_condition=condition
-        )
+            raise ToolDefinitionError(f"{self.name}.chain() needs chained_to (a parent tool)")
+        if self.chained_to:
+            raise ToolDefinitionError(
+                f"tool {self.name!r} is already chained to {', '.join(self.chained_to)}; chain "
+                f"a copy instead: {self.name}.renamed({self.name!r}).chain(...)"
+            )
+        object.__setattr__(self, "chained_to", parents)
+        object.__setattr__(self, "chain_condition", chain_condition)
+        return self
 
     def renamed(self, name: str) -> Tool:
-        return replace(self, name=name)
-
-    def accepts(self, value: Empty) -> bool:
-        return isinstance(value, self.input_type)
+        """An unchained copy of this tool under ``name`` (which may be its own name)."""
+        return replace(self, name=name, chained_to=(), chain_condition=None)
 
 
 class Factory(Generic[C]):
@@ -105,9 +150,16 @@ class Factory(Generic[C]):
     def __call__(self, ctx: C) -> Tool:
         func = self.func
 
-        def bound(input: Empty, messages: list[Message]) -> Any:
+        # An async factory body stays a coroutine function, so the run awaits it on its loop.
+        async def bound_async(input: Empty, messages: list[Message]) -> Any:
+            return await func(input, messages, ctx)
+
+        def bound_sync(input: Empty, messages: list[Message]) -> Any:
             return func(input, messages, ctx)
 
+        bound: Callable[[Any, list[Message]], Any] = (
+            bound_async if inspect.iscoroutinefunction(func) else bound_sync
+        )
         return Tool(
             name=self.name,
             instruction=self.instruction,
@@ -207,7 +259,6 @@ def _instruction(func: Callable[..., Any]) -> str:
 
 
 ToolFunc = Callable[[Any, list[Message]], Any]
-Parents = Tool | Factory[Any] | str | Sequence[Tool | Factory[Any] | str] | None
 
 
 @overload

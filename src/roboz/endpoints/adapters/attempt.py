@@ -8,10 +8,11 @@ call needs; it ends by itself when the SDK's own timeout (set to the same value)
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -38,10 +39,6 @@ class AttemptGate:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open = True
-
-    @property
-    def is_open(self) -> bool:
-        return self._open
 
     def deliver(self, callback: Callable[[str], None], text: str) -> bool:
         with self._lock:
@@ -97,3 +94,31 @@ def run_attempt(
     if outcome.error is not None:
         raise outcome.error
     return outcome.value  # type: ignore[return-value]
+
+
+async def run_async_attempt(
+    work: Awaitable[T], *, timeout_s: float, cancel: threading.Event | None
+) -> T:
+    """Await ``work`` as a task; raise AttemptTimedOut or AttemptCancelled, and cancel the
+    task (closing its connection) whenever we stop waiting for it, including when the
+    awaiting task is itself cancelled."""
+    task = asyncio.ensure_future(work)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AttemptTimedOut
+            if cancel is not None and cancel.is_set():
+                raise AttemptCancelled
+            done, _ = await asyncio.wait(
+                {task}, timeout=remaining if cancel is None else min(remaining, _CANCEL_POLL_S)
+            )
+            if done:
+                return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # retrieved, so asyncio does not report it

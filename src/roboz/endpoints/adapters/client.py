@@ -7,18 +7,22 @@ into roboz endpoint errors whose messages never contain the credential.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable
-from typing import TypeVar
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import openai
 
 from roboz.endpoints.adapters.attempt import (
+    _CANCEL_POLL_S,
     AttemptCancelled,
     AttemptGate,
     AttemptTimedOut,
+    run_async_attempt,
     run_attempt,
 )
 from roboz.endpoints.adapters.retry import RetryPolicy
@@ -61,26 +65,38 @@ class LazyClient:
         self._timeout_s = timeout_s
         self._default_headers = dict(default_headers or {})
         self._client: openai.OpenAI | None = None
+        # An async client's connections belong to the loop that opened them: one per loop.
+        self._async_clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, openai.AsyncOpenAI
+        ] = weakref.WeakKeyDictionary()
         self._secret: str | None = None
         self._lock = threading.Lock()
 
-    @property
-    def is_built(self) -> bool:
-        return self._client is not None
+    def _options(self) -> dict[str, Any]:
+        if self._secret is None:
+            self._secret = self._read_credential()
+        return {
+            "api_key": self._secret,
+            "base_url": self.base_url,
+            "timeout": self._timeout_s,
+            # Our RetryPolicy is the only retry loop; see retry.py.
+            "max_retries": 0,
+            "default_headers": self._default_headers or None,
+        }
 
     def get(self) -> openai.OpenAI:
         with self._lock:
             if self._client is None:
-                self._secret = self._read_credential()
-                self._client = openai.OpenAI(
-                    api_key=self._secret,
-                    base_url=self.base_url,
-                    timeout=self._timeout_s,
-                    # Our RetryPolicy is the only retry loop; see retry.py.
-                    max_retries=0,
-                    default_headers=self._default_headers or None,
-                )
+                self._client = openai.OpenAI(**self._options())
             return self._client
+
+    def get_async(self) -> openai.AsyncOpenAI:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._async_clients.get(loop)
+            if client is None:
+                client = self._async_clients[loop] = openai.AsyncOpenAI(**self._options())
+            return client
 
     def _read_credential(self) -> str:
         if self._api_key is not None:
@@ -121,30 +137,74 @@ def call_with_policy(
             raise EndpointCancelledError(f"{client.label}: cancelled")
         try:
             return run_attempt(lambda gate: request(sdk, gate), timeout_s=timeout_s, cancel=cancel)
-        except AttemptCancelled:
+        except Exception as error:
+            delay = _retry_delay(client, error, attempt, policy=policy, timeout_s=timeout_s)
+        if cancel is None:
+            time.sleep(delay)
+        elif cancel.wait(delay):
             raise EndpointCancelledError(f"{client.label}: cancelled") from None
-        except (AttemptTimedOut, openai.APITimeoutError):
-            raise EndpointTimeoutError(
-                f"{client.label}: no reply within {timeout_s:g}s (attempt {attempt + 1})"
-            ) from None
-        except openai.APIStatusError as error:
-            if policy.should_retry(error, attempt):
-                delay = policy.delay_s(error, attempt)
-                if cancel is None:
-                    time.sleep(delay)
-                elif cancel.wait(delay):
-                    raise EndpointCancelledError(f"{client.label}: cancelled") from None
-                attempt += 1
-                continue
-            # `from None`: the SDK error holds the request, and so the credential header.
-            raise _status_error(client, error, attempt + 1) from None
-        except openai.APIConnectionError as error:
-            raise EndpointError(
-                f"{client.label}: cannot reach {client.base_url or 'the provider'}: "
-                f"{client.redact(str(error))}"
-            ) from None
-        except openai.OpenAIError as error:
-            raise EndpointError(f"{client.label}: {client.redact(str(error))}") from None
+        attempt += 1
+
+
+async def acall_with_policy(
+    client: LazyClient,
+    request: Callable[[openai.AsyncOpenAI], Awaitable[T]],
+    *,
+    policy: RetryPolicy,
+    timeout_s: float,
+    cancel: threading.Event | None,
+) -> T:
+    """``call_with_policy`` for the async client: the same deadline, cancellation (by the
+    event or by cancelling the awaiting task) and retries, without a thread."""
+    sdk = client.get_async()
+    attempt = 0
+    while True:
+        if cancel is not None and cancel.is_set():
+            raise EndpointCancelledError(f"{client.label}: cancelled")
+        try:
+            return await run_async_attempt(request(sdk), timeout_s=timeout_s, cancel=cancel)
+        except Exception as error:
+            delay = _retry_delay(client, error, attempt, policy=policy, timeout_s=timeout_s)
+        if await _cancelled_while_waiting(cancel, delay):
+            raise EndpointCancelledError(f"{client.label}: cancelled") from None
+        attempt += 1
+
+
+async def _cancelled_while_waiting(cancel: threading.Event | None, delay: float) -> bool:
+    deadline = time.monotonic() + delay
+    while (remaining := deadline - time.monotonic()) > 0:
+        if cancel is not None and cancel.is_set():
+            return True
+        await asyncio.sleep(min(remaining, _CANCEL_POLL_S))
+    return cancel is not None and cancel.is_set()
+
+
+def _retry_delay(
+    client: LazyClient, error: Exception, attempt: int, *, policy: RetryPolicy, timeout_s: float
+) -> float:
+    """How long to wait before retrying ``error``; raises the roboz error when not to retry.
+
+    Called inside ``except``; errors are raised ``from None`` because the SDK's exceptions
+    hold the request, and so the credential header.
+    """
+    if isinstance(error, AttemptCancelled):
+        raise EndpointCancelledError(f"{client.label}: cancelled") from None
+    if isinstance(error, AttemptTimedOut | openai.APITimeoutError):
+        raise EndpointTimeoutError(
+            f"{client.label}: no reply within {timeout_s:g}s (attempt {attempt + 1})"
+        ) from None
+    if isinstance(error, openai.APIStatusError):
+        if policy.should_retry(error, attempt):
+            return policy.delay_s(error, attempt)
+        raise _status_error(client, error, attempt + 1) from None
+    if isinstance(error, openai.APIConnectionError):
+        raise EndpointError(
+            f"{client.label}: cannot reach {client.base_url or 'the provider'}: "
+            f"{client.redact(str(error))}"
+        ) from None
+    if isinstance(error, openai.OpenAIError):
+        raise EndpointError(f"{client.label}: {client.redact(str(error))}") from None
+    raise error
 
 
 def _status_error(client: LazyClient, error: openai.APIStatusError, attempts: int) -> EndpointError:
