@@ -18,7 +18,7 @@ because the library client imports it and the helper's trusted base must stay sm
 from __future__ import annotations
 
 import struct
-from typing import Final, Literal, cast
+from typing import Annotated, Final, Literal, cast
 
 import msgspec
 
@@ -54,17 +54,24 @@ class ListScripts(_Frame, tag="list_scripts", frozen=True):
     """List the scripts the caller's profile may run."""
 
 
+# A W3C trace id (32 lower-case hex digits), so a run's log line can be found from the trace of
+# the agent step that asked for it. Anything else is a protocol error, never logged raw.
+TraceId = Annotated[str, msgspec.Meta(pattern=r"\A[0-9a-f]{32}\Z")]
+
+
 class RunScript(_Frame, tag="run_script", frozen=True):
     """Run a script by its path relative to the profile's scripts directory."""
 
     path: str
     args: list[str] = []
+    trace_id: TraceId | None = None
 
 
 class ExecCommand(_Frame, tag="exec_command", frozen=True):
     """Run an allowlisted executable; argv[0] must be one of the profile's commands."""
 
     argv: list[str]
+    trace_id: TraceId | None = None
 
 
 Request = ListScripts | RunScript | ExecCommand

@@ -103,5 +103,9 @@ def completion_of(outcome: SandboxOutcome) -> RunCompletion:
 def request_fields(request: RunScript | ExecCommand) -> dict[str, str]:
     """What a request asks to run, as log fields (log_format quotes and escapes them)."""
     if isinstance(request, RunScript):
-        return {"kind": "script", "argv": shlex.join([request.path, *request.args])}
-    return {"kind": "exec", "argv": shlex.join(request.argv)}
+        what = {"kind": "script", "argv": shlex.join([request.path, *request.args])}
+    else:
+        what = {"kind": "exec", "argv": shlex.join(request.argv)}
+    if request.trace_id is not None:
+        what["trace_id"] = request.trace_id
+    return what

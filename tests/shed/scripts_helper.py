@@ -23,6 +23,7 @@ NOBODY = 65534
 class Helper:
     socket_path: str
     base: Path
+    log_path: Path
 
 
 def _policy(base: Path, socket_path: str, commands: Sequence[str], max_output_bytes: int) -> str:
@@ -71,7 +72,7 @@ def serving(
     policy = base / "policy.toml"
     policy.write_text(_policy(base, socket_path, commands, max_output_bytes))
     try:
-        with running_helper(xprocess, label, policy, socket_path):
-            yield Helper(socket_path=socket_path, base=base)
+        with running_helper(xprocess, label, policy, socket_path) as log_path:
+            yield Helper(socket_path=socket_path, base=base, log_path=log_path)
     finally:
         shutil.rmtree(base, ignore_errors=True)

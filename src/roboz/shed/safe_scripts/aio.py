@@ -33,6 +33,8 @@ from roboz.shed.safe_scripts.client import (
     _refused_result,
     _Run,
     _run_timeout,
+    command_request,
+    script_request,
 )
 
 
@@ -157,11 +159,11 @@ class AsyncSafeScriptsClient(_ClientSettings):
 
     def stream_script(self, path: str, args: Sequence[str] = ()) -> ScriptStream:
         """Run ``path`` with ``args``, yielding its output as it arrives."""
-        return ScriptStream(self, RunScript(path=path, args=list(args)))
+        return ScriptStream(self, script_request(path, args))
 
     def stream_command(self, argv: Sequence[str]) -> ScriptStream:
         """Run an allowlisted executable (argv[0] its absolute path), yielding its output."""
-        return ScriptStream(self, ExecCommand(argv=list(argv)))
+        return ScriptStream(self, command_request(argv))
 
     async def run_script(
         self, path: str, args: Sequence[str] = (), on_output: OutputCallback | None = None

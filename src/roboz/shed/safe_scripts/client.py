@@ -29,6 +29,8 @@ from roboz_helper.protocol import (
     ScriptEntry,
 )
 
+from roboz.runtime.tracecontext import current_trace_id
+
 OutputCallback = Callable[[str, bytes], None]
 
 DEFAULT_CAPTURE_BYTES = 1 << 20
@@ -157,6 +159,16 @@ def _connect_error(exc: OSError, socket_path: str) -> SafeScriptsError:
     if exc.errno == errno.EAGAIN:  # listen backlog full
         return HelperBusy(f"the helper at {socket_path} is overloaded")
     return HelperUnavailable(f"cannot connect to {socket_path}: {exc}")
+
+
+def script_request(path: str, args: Sequence[str]) -> RunScript:
+    """The request to run ``path``, carrying the trace id in force (if any) to the helper's log."""
+    return RunScript(path=path, args=list(args), trace_id=current_trace_id())
+
+
+def command_request(argv: Sequence[str]) -> ExecCommand:
+    """The request to run ``argv``, carrying the trace id in force (if any)."""
+    return ExecCommand(argv=list(argv), trace_id=current_trace_id())
 
 
 def _check_greeting(frame: protocol.Response) -> Greeting:
@@ -309,13 +321,13 @@ class SafeScriptsClient(_ClientSettings):
         on_output: OutputCallback | None = None,
     ) -> ShellScriptResult:
         """Run `path` (relative to the profile's scripts directory) with `args`."""
-        return self._run(RunScript(path=path, args=list(args)), on_output)
+        return self._run(script_request(path, args), on_output)
 
     def exec_command(
         self, argv: Sequence[str], on_output: OutputCallback | None = None
     ) -> ShellScriptResult:
         """Run an allowlisted executable; argv[0] must be its absolute path."""
-        return self._run(ExecCommand(argv=list(argv)), on_output)
+        return self._run(command_request(argv), on_output)
 
     # --- internals ----------------------------------------------------------------------------
 
