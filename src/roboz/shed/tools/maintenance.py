@@ -122,6 +122,16 @@ class Maintenance:
         for step in list(self.steps.values()):
             step(messages)
 
+    def step_done(self, messages: list[Message]) -> None:
+        """After a step: when a watched run has ended meanwhile, run one whole sweep at once.
+
+        The end of the parent's run cancels a background Librarian right after it is heard,
+        so the loop may get no further step; this way a sweep that saw the run end always
+        completes, whichever step heard it."""
+        if self.wake.is_set():
+            self.wake.clear()
+            self.sweep(messages)
+
 
 def ask_summarizer(
     endpoint: EndpointLike | None,
