@@ -3,8 +3,10 @@
 After a sweep that began with no watched run active, the Librarian stops (that sweep was the
 final one). Otherwise it sleeps ``interval_s``, waking early when a watched run in this
 process ends or the Librarian is cancelled; then it runs one more sweep inline (a cancelled
-Librarian gets no further step, so the sweep cannot wait for the next loop) and stops once
-no watched run is active. A sleep that simply ran out hands over to the next loop's sweep.
+Librarian gets no further step) and stops once no watched run is active. A sleep that simply
+ran out hands over to the next loop's sweep. (A watched run that ends in this process also
+gets its final sweep from the Librarian's listener, in the ending run's thread: see
+``Maintenance._on_event``.)
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class Cadence:
         if not woken:
             return Empty()
         maintenance.wake.clear()
-        maintenance.sweep(messages)
+        maintenance.run_step(maintenance.sweep, messages)
         if maintenance.began_inactive or cancelled():
             return Stop(value="the watched agents are inactive; the final sweep ran")
         return Empty()

@@ -147,8 +147,7 @@ class Consolidation:
         )
 
     def _step(self, input: Empty, messages: list[Message]) -> Empty:
-        self.sweep(messages)
-        self.maintenance.step_done(messages)
+        self.maintenance.run_step(self.sweep, messages)
         return Empty()
 
     def sweep(self, messages: list[Message]) -> None:

@@ -77,6 +77,10 @@ class Maintenance:
     """Whether the sweep in progress (or the last one) began with no watched run active."""
     _store: SQLiteThreadStore | None = None
     _listening: set[int] = field(default_factory=set)
+    record: list[Message] | None = None
+    """The conversation of the Librarian's run in progress (where summary prompts go)."""
+    sweeping: threading.RLock = field(default_factory=threading.RLock)
+    """Held by each step, so a sweep run from the listener never interleaves with one."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -107,6 +111,13 @@ class Maintenance:
         elif isinstance(event, AgentFinished | AgentFailed):
             self.ended.add(event.agent)
             self.wake.set()
+            # The final sweep runs here, in the ending run's thread, before the run goes on
+            # to stop its background agents: a background Librarian is cancelled next and
+            # might get no further step of its own.
+            record = self.record
+            if record is not None:
+                with self.sweeping:
+                    self.sweep(record)
 
     def is_running(self, run: RunInfo) -> bool:
         """Whether a run still holds ``run`` (a watched run that ended in this process counts
@@ -122,15 +133,11 @@ class Maintenance:
         for step in list(self.steps.values()):
             step(messages)
 
-    def step_done(self, messages: list[Message]) -> None:
-        """After a step: when a watched run has ended meanwhile, run one whole sweep at once.
-
-        The end of the parent's run cancels a background Librarian right after it is heard,
-        so the loop may get no further step; this way a sweep that saw the run end always
-        completes, whichever step heard it."""
-        if self.wake.is_set():
-            self.wake.clear()
-            self.sweep(messages)
+    def run_step(self, step: Step, messages: list[Message]) -> None:
+        """Run one step of the Librarian's run on its conversation ``messages``."""
+        with self.sweeping:
+            self.record = messages
+            step(messages)
 
 
 def ask_summarizer(
