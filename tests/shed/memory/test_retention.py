@@ -70,3 +70,16 @@ def test_retention_over_a_thousand_runs(maintenance: Maintenance) -> None:
     assert len(asked) == 8 and not any("thread r0000," in p for p in asked)
     for lease in leases:
         store.close_run(lease)  # type: ignore[arg-type]
+
+
+def test_the_librarians_own_ended_runs_are_pruned_too(maintenance: Maintenance) -> None:
+    maintenance.own = "librarian"
+    store = maintenance.store
+    for index in range(3):
+        add_run(store, f"own{index}", ["prompt"], agent="librarian")
+    lease = add_run(store, "own-now", ["prompt"], agent="librarian", close=False)
+    add_run(store, "watched", ["fact: not snapshotted"])
+    Retention(maintenance, max_runs=1).sweep([])
+    left = {r.thread_id for r in store.list_runs(["librarian", "worker"])}
+    assert left == {"own2", "own-now", "watched"}
+    store.close_run(lease)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ from roboz.shed.capabilities.memory import (
 )
 from roboz.shed.sandbox import Sandbox, SandboxError
 from roboz.shed.tools.maintenance import Maintenance
+from roboz.threads import SQLiteThreadStore
 
 LIBRARIAN_DESCRIPTION = "Snapshots, consolidates and prunes the project's long-term memory."
 
@@ -35,12 +36,13 @@ class StoredAgent(DeployableAgent):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.sandbox = sandbox
         self.max_steps: int | None = None
+        self._store: SQLiteThreadStore | None = None
 
     def build(self) -> tuple[Agent, tuple[Agent, ...]]:
         runtime, background = super().build()
-        from roboz.threads import SQLiteThreadStore
-
-        runtime.store = SQLiteThreadStore(self.sandbox.prepare().run_store)
+        if self._store is None:  # one store (and its connections) for every runtime built
+            self._store = SQLiteThreadStore(self.sandbox.prepare().run_store)
+        runtime.store = self._store
         if self.max_steps is not None:
             runtime.max_steps = self.max_steps
         return runtime, background
@@ -85,5 +87,5 @@ def librarian(
         sandbox=sandbox,
     )
     definition.max_steps = 10**9  # it sweeps for as long as the watched agents work
-    definition.set_attributes(**{MAINTENANCE: Maintenance(sandbox, watched)})
+    definition.set_attributes(**{MAINTENANCE: Maintenance(sandbox, watched, own=name)})
     return definition

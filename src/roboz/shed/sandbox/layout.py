@@ -126,7 +126,7 @@ class Sandbox:
             base=project,
             default_verdict=ActionVerdict.deny,
             allow=(
-                PermissionRule(pattern=f"{self.root}/**", operations={Operation.READ}),
+                PermissionRule(pattern=f"{self.root}/**", operations=frozenset({Operation.READ})),
                 PermissionRule(pattern=f"{project}/**", operations=WRITES),
             ),
             ask=tuple(PermissionRule(pattern=f"{path}/**", operations=WRITES) for path in shared),

@@ -67,6 +67,8 @@ class Maintenance:
 
     sandbox: Sandbox
     watched: tuple[str, ...]
+    own: str | None = None
+    """The Librarian's own agent name: retention also prunes its ended runs."""
     steps: dict[str, Step] = field(default_factory=dict)
     """The sweep's steps by tool name, in order (a rebuilt step replaces its old self)."""
     wake: threading.Event = field(default_factory=threading.Event)

@@ -1,7 +1,8 @@
 """Artifact retention: runs, snapshots and memory versions kept by count and age.
 
-Only what is safe goes: a run that is not active and that snapshots cover to its last
-message; a snapshot a memory version took in; a memory version that is not the latest.
+Only what is safe goes: a watched run that is not active and that snapshots cover to its
+last message (and the Librarian's own ended runs, which only hold its summary prompts); a
+snapshot a memory version took in; a memory version that is not the latest.
 Newest first, the first ``max_*`` are kept and anything older than ``max_*_age_s`` goes.
 Deleting is idempotent (a file already gone is fine) and leaves a tombstone in the store, so
 a snapshot of a deleted run is never made again. Files in the snapshot and memory directories
@@ -100,11 +101,11 @@ class Retention:
         sandbox, project = maintenance.sandbox, maintenance.project
         (run_keep, run_age), (snap_keep, snap_age), (mem_keep, mem_age) = self.limits
         safe = [r for r in maintenance.runs() if not maintenance.is_running(r) and not r.has_new]
-        runs = [
-            r.thread_id
-            for r in _over(safe, [r.created for r in safe], run_keep, run_age)
-            if store.delete_run(r.thread_id)
-        ]
+        doomed = _over(safe, [r.created for r in safe], run_keep, run_age)
+        if maintenance.own is not None:  # its own ended runs hold only its summary prompts
+            own = [r for r in store.list_runs([maintenance.own]) if not r.active]
+            doomed += _over(own, [r.created for r in own], run_keep, run_age)
+        runs = [r.thread_id for r in doomed if store.delete_run(r.thread_id)]
         records = store.list_snapshots(project)
         done = [r for r in records if r.consolidated_in is not None and not r.deleted]
         snapshots = [
