@@ -77,12 +77,12 @@ class Maintenance:
     still being released."""
     began_inactive: bool = False
     """Whether the sweep in progress (or the last one) began with no watched run active."""
-    _store: SQLiteThreadStore | None = None
-    _listening: set[int] = field(default_factory=set)
     record: list[Message] | None = None
     """The conversation of the Librarian's run in progress (where summary prompts go)."""
     sweeping: threading.RLock = field(default_factory=threading.RLock)
     """Held by each step, so a sweep run from the listener never interleaves with one."""
+    _store: SQLiteThreadStore | None = None
+    _listening: set[int] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
