@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from roboz import AgentMode
+import roboz.tools
+from roboz import Agent, AgentMode, tool
 from roboz.agent.persistence import thread_row
-from roboz.models import Image, Message, Role
+from roboz.llm import MockLLMEndpoint
+from roboz.models import Image, Message, Role, Str
+from roboz.runtime.events import EventPipe
 from roboz.shed.agents import librarian
 from roboz.shed.sandbox import Sandbox, SandboxError
 from roboz.shed.tools.maintenance import Maintenance
@@ -125,3 +128,47 @@ def test_images_reach_the_summarizer_as_markers(maintenance: Maintenance) -> Non
     (prompt,) = summarizer.prompts
     assert "[image 1]" in prompt and "[image: https://example.org/cat.png]" in prompt
     assert "base64" not in prompt
+
+
+def test_a_watched_run_ending_wakes_the_librarian_early(sandbox: Sandbox) -> None:
+
+    release = threading.Event()
+
+    @tool
+    def wait(input: Str, messages: list[Message]) -> Str:
+        """Wait to be released."""
+        release.wait(30)
+        return Str(value="released")
+
+    pipe = EventPipe()
+    store = SQLiteThreadStore(sandbox.run_store)
+    worker = Agent(
+        "worker",
+        agent_endpoint=MockLLMEndpoint(
+            [{"action": "wait", "value": "x"}, {"action": "stop", "value": "done"}]
+        ),
+        tools=[wait, roboz.tools.stop],
+        initial_messages=["fact: the worker worked"],
+        store=store,
+        event_pipe=pipe,
+    )
+    working = threading.Thread(target=worker.invoke)
+    working.start()
+    while not store.list_runs(["worker"]):
+        time.sleep(0.01)
+    runtime, _ = librarian(
+        sandbox, ["worker"], agent_endpoint=ScriptedSummarizer(), interval_s=600, event_pipe=pipe
+    ).build()
+    outcome: list[object] = []
+    sweeping = threading.Thread(target=lambda: outcome.append(runtime.invoke()[0]))
+    sweeping.start()
+    time.sleep(0.2)
+    assert not outcome  # asleep for up to 600 s
+    release.set()
+    working.join(10)
+    sweeping.join(10)
+    assert outcome and "final sweep" in outcome[0].value  # type: ignore[attr-defined]
+    (record,) = store.list_snapshots("p")
+    assert record.thread_id == worker.thread_id
+    assert store.list_memory_versions("p")
+    store.close()
