@@ -1,6 +1,6 @@
-"""The Librarian's sweep over 100 watched threads: with nothing new (one query, O(threads):
-the same with 1,000 or 10 messages per thread) and with one new message in each, beside the
-public anchor's pattern (re-reading every thread whole on each sweep)."""
+"""The Librarian's sweep over 100 watched threads: with nothing new (a few queries that read no
+message, so the same with 1,000 or 10 messages per thread) and with one new message in each,
+beside the public anchor's pattern (re-reading every thread whole on each sweep)."""
 
 from __future__ import annotations
 
