@@ -147,3 +147,26 @@ def test_a_corrupt_memory_document_is_reported_and_not_injected(
         MemoryStartup(sandbox)._run(Empty(), fresh)
     assert [m.content for m in fresh] == ["task"]
     assert [type(e) for e in events] == [MemoryCorrupt]
+
+
+def test_a_crash_between_writing_and_recording_a_snapshot(maintenance: Maintenance) -> None:
+    from roboz.shed.tools.retention import Retention
+
+    store = maintenance.store
+    add_run(store, "a", ["fact: one"])
+    steps = Snapshots(maintenance, ScriptedSummarizer())
+    real = store.record_snapshot
+
+    def crash(*args: object, **kwargs: object) -> bool:
+        raise KeyboardInterrupt("killed")
+
+    store.record_snapshot = crash  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        steps.sweep([])
+    store.record_snapshot = real  # type: ignore[method-assign]
+    assert [p.name for p in maintenance.sandbox.snapshots_dir.iterdir()] == ["a.0-0.md"]
+    append(store, "a", "fact: two")  # the range grew before the next sweep
+    steps.sweep([])
+    assert [(r.first_seq, r.last_seq) for r in store.list_snapshots("p")] == [(0, 1)]
+    Retention(maintenance).sweep([])  # the orphan of the crashed sweep goes
+    assert [p.name for p in maintenance.sandbox.snapshots_dir.iterdir()] == ["a.0-1.md"]
