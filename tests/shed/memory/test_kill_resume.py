@@ -45,7 +45,7 @@ def test_killed_mid_sweep_then_resumed(tmp_path: Path) -> None:
         for index in range(3):
             add_run(store, f"t{index}", [f"fact: {index}", "more"])
     ready = tmp_path / "ready"
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), str(ready)], env=env)
     deadline = time.monotonic() + 30
     while not ready.exists():
