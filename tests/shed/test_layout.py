@@ -13,7 +13,7 @@ def test_the_seed_import_of_the_policy_works():
     from roboz.shed.sandbox import PermissionPolicy
 
     assert PermissionPolicy.__name__ == "PermissionPolicy"
-    assert roboz.shed.sandbox.__all__ == ["PermissionPolicy"]
+    assert roboz.shed.sandbox.__all__ == ["PermissionPolicy", "Sandbox", "SandboxError"]
 
 
 def test_the_guard_internals_are_private_behind_one_face():

@@ -18,6 +18,7 @@ from roboz.threads import (
     AgentThreadGoalRecord,
     SQLiteThreadStore,
 )
+from roboz.threads._schema import SCHEMA_VERSION
 
 ROBOTO_GOAL = {
     "goal_type": "answer_question",
@@ -112,4 +113,4 @@ def test_a_version_1_database_is_migrated_and_old_clients_reload(tmp_path: Path)
         assert list(old_client_delta.messages_by_idx) == [0]
         store.append_message("th_old", AgentMessage.text("after"))
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

@@ -4,8 +4,9 @@ The typed thread model (content blocks, messages, thread records, deltas, UI eve
 compression tiers, a SQLite store, and a bridge that records RoboZ agent runs into threads.
 """
 
+from roboz.threads._ledger import MemoryVersion, RunInfo, SnapshotRecord, TailRow
 from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
-from roboz.threads.backend import ThreadStore
+from roboz.threads.backend import LibrarianLedger, ThreadStore
 from roboz.threads.bridge import ThreadRecorder
 from roboz.threads.compression import (
     FILLER_TEXT,
@@ -82,6 +83,10 @@ def _sqlite_store_fits_the_interface(store: SQLiteThreadStore) -> ThreadStore:
     return store  # checked by mypy: SQLiteThreadStore must satisfy ThreadStore
 
 
+def _sqlite_store_keeps_the_ledger(store: SQLiteThreadStore) -> LibrarianLedger:
+    return store  # checked by mypy: SQLiteThreadStore must satisfy LibrarianLedger
+
+
 __all__ = [
     "AGENT_CONTENT_MODEL_BY_TYPE",
     "FILLER_TEXT",
@@ -120,16 +125,21 @@ __all__ = [
     "ContinuationTokenError",
     "CorruptRecordError",
     "DeltaApplyError",
+    "LibrarianLedger",
+    "MemoryVersion",
     "MessageFinalizedError",
     "MessageGeneratingError",
     "MessageNotFoundError",
     "ModelProfileResponse",
     "RobotoThreadReadOnlyException",
+    "RunInfo",
     "RunLease",
     "RunRow",
     "SQLiteThreadStore",
     "SchemaVersionError",
+    "SnapshotRecord",
     "StoredRunMessage",
+    "TailRow",
     "ThreadBusyError",
     "ThreadError",
     "ThreadNotFoundError",

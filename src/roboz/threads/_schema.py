@@ -6,7 +6,7 @@ import sqlite3
 
 from roboz.threads.errors import SchemaVersionError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA_V1 = """
 CREATE TABLE threads (
@@ -75,6 +75,36 @@ not know which blocks a client had seen, so every client holding a pre-upgrade t
 reset from message 0 and reloads the thread whole."""
 
 
+_V2_TO_V3 = """
+CREATE TABLE snapshots (
+    snapshot_id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    created TEXT NOT NULL,
+    consolidated_in INTEGER,
+    deleted INTEGER NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX snapshots_by_source ON snapshots (thread_id, first_seq);
+CREATE INDEX snapshots_by_project ON snapshots (project, consolidated_in);
+CREATE TABLE memory_versions (
+    project TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    created TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    snapshot_ids TEXT NOT NULL,
+    deleted INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (project, version)
+) WITHOUT ROWID
+"""
+"""Version 3 adds the Librarian's ledger: which messages of which thread each snapshot covers
+(no foreign key: a snapshot's record outlives the run it summarized, so a deleted run's
+coverage is still known) and the versions of each project's memory document. A deleted
+snapshot or memory version stays as a tombstone, so what retention removed is never made
+again."""
+
+
 def _run(conn: sqlite3.Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
@@ -108,6 +138,9 @@ def ensure_schema(conn: sqlite3.Connection, path: object) -> None:
         )
     if version == 1:
         _run(conn, _V1_TO_V2)
+        version = 2
+    if version == 2:
+        _run(conn, _V2_TO_V3)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

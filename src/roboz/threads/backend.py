@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from roboz.threads._ledger import MemoryVersion, RunInfo, SnapshotRecord, TailRow
 from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
 from roboz.threads.compression import CompressionTier
 from roboz.threads.content import AgentContent
@@ -138,3 +139,34 @@ class ThreadStore(Protocol):
     ) -> None: ...
 
     def recover_interrupted(self, thread_id: str) -> None: ...
+
+
+class LibrarianLedger(ThreadStore, Protocol):
+    """A thread store that also keeps the Librarian's ledger (see ``roboz.threads._ledger``):
+    runs by agent, snapshot coverage and memory versions."""
+
+    def list_runs(self, agents: Sequence[str]) -> list[RunInfo]: ...
+
+    def rows_after(self, thread_id: str, after_seq: int) -> list[TailRow]: ...
+
+    def record_snapshot(
+        self, snapshot_id: str, *, project: str, thread_id: str, first_seq: int, last_seq: int
+    ) -> bool: ...
+
+    def list_snapshots(self, project: str, *, pending: bool = False) -> list[SnapshotRecord]: ...
+
+    def record_memory_version(
+        self, project: str, base_version: int, digest: str, snapshot_ids: Sequence[str]
+    ) -> int | None: ...
+
+    def list_memory_versions(self, project: str) -> list[MemoryVersion]: ...
+
+    def forget_artifacts(
+        self,
+        project: str,
+        *,
+        snapshot_ids: Sequence[str] = (),
+        memory_versions: Sequence[int] = (),
+    ) -> None: ...
+
+    def delete_run(self, thread_id: str) -> bool: ...

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from roboz.threads._ledger import LedgerMixin
 from roboz.threads._rows import (
     MESSAGE_COLUMNS,
     THREAD_COLUMNS,
@@ -59,7 +60,7 @@ from roboz.threads.record import (
 from roboz.threads.task import AgentTask, AgentThreadGoalRecord
 
 
-class SQLiteThreadStore(RunStoreMixin):
+class SQLiteThreadStore(RunStoreMixin, LedgerMixin):
     """Threads, messages, tasks, goals and compressed variants in one SQLite file."""
 
     def __init__(

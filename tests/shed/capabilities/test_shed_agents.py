@@ -1,4 +1,4 @@
-"""The orchestrator and Librarian recipes, end to end on the mock endpoint: declare, select,
+"""The orchestrator and document reader recipes, end to end on the mock endpoint: declare, select,
 check dependencies, build and run (scripts through the real helper daemon)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from roboz.dependencies import check_all
 from roboz.deployment import SkillLoading
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Role
-from roboz.shed.agents import librarian, orchestrator
+from roboz.shed.agents import document_reader, orchestrator
 from roboz.shed.models import ActionVerdict, Operation, PermissionRule
-from roboz.shed.sandbox import PermissionPolicy
+from roboz.shed.sandbox import PermissionPolicy, Sandbox
 from tests.shed.capabilities.conftest import Helper
 from tests.shed.capabilities.pdfs import write_text_pdf
 
@@ -48,10 +48,17 @@ def test_orchestrator_end_to_end(helper: Helper, tmp_path: Path) -> None:
             {"action": "stop", "rationale": "done", "value": "all done"},
         ]
     )
+    sandbox = Sandbox(tmp_path).scoped("work")
+    sandbox.prepare()
+    workspace(sandbox.project_dir)
     definition = orchestrator(
-        permissions=workspace(tmp_path), socket_path=helper.socket_path, agent_endpoint=mock
+        sandbox,
+        socket_path=helper.socket_path,
+        agent_endpoint=mock,
+        librarian_endpoint=MockLLMEndpoint(["summary"] * 2, model_name="summarizer"),
     )
     assert definition.resolve_capabilities() == {
+        "load_memory": True,
         "filesystem": SkillLoading.AUTOMATIC,
         "pdf": SkillLoading.ON_DEMAND,
         "stop": True,
@@ -64,34 +71,36 @@ def test_orchestrator_end_to_end(helper: Helper, tmp_path: Path) -> None:
     runtime, background = definition.build()
     output, messages = runtime.invoke()
 
-    assert output.value == "all done" and background == ()
+    assert output.value == "all done" and [b.name for b in background] == ["librarian"]
     seen = " ".join(m.content for m in messages if m.role is Role.TOOL)
     assert "pink donuts" in seen
     assert "hello Lisa" in seen
-    assert (tmp_path / "notes" / "log.md").read_text() == "donuts are pink\n"
+    assert (sandbox.project_dir / "notes" / "log.md").read_text() == "donuts are pink\n"
     assert mock.remaining == 0
 
 
 def test_orchestrator_selection_narrows_what_is_built(helper: Helper, tmp_path: Path) -> None:
-    definition = orchestrator(socket_path=helper.socket_path, agent_endpoint=MockLLMEndpoint([]))
-    # No policy is needed when the file capabilities are left out.
-    definition.set_capability_selection({"run_shell_script": True})
-    runtime, _ = definition.build()
+    definition = orchestrator(
+        Sandbox(tmp_path).scoped("work"),
+        socket_path=helper.socket_path,
+        agent_endpoint=MockLLMEndpoint([]),
+    )
+    definition.set_capability_selection({"run_shell_script": True, "load_memory": False})
+    runtime, background = definition.build()
     assert [t.name for t in runtime.tools] == ["stop", "run_shell_script"]
-    assert runtime.skills == [] and runtime.auto_loaded_skills == []
-    definition.set_attributes(permissions=workspace(tmp_path))
+    assert runtime.skills == [] and runtime.auto_loaded_skills == [] and background == ()
     definition.set_capability_selection({"pdf": SkillLoading.AUTOMATIC})
     runtime, _ = definition.build()
     assert [s.name for s in runtime.auto_loaded_skills] == ["pdf"]
     assert [t.name for t in runtime.tools] == ["stop"]
 
 
-def test_orchestrator_without_a_helper_has_no_scripts() -> None:
-    definition = orchestrator(agent_endpoint=MockLLMEndpoint([]))
+def test_orchestrator_without_a_helper_has_no_scripts(tmp_path: Path) -> None:
+    definition = orchestrator(Sandbox(tmp_path).scoped("work"), agent_endpoint=MockLLMEndpoint([]))
     assert "run_shell_script" not in definition.resolve_capabilities()
 
 
-def test_librarian_reads_and_cannot_write(tmp_path: Path) -> None:
+def test_document_reader_reads_and_cannot_write(tmp_path: Path) -> None:
     policy = workspace(tmp_path)
     read_only = PermissionPolicy(
         base=policy.base,
@@ -109,7 +118,7 @@ def test_librarian_reads_and_cannot_write(tmp_path: Path) -> None:
             {"action": "stop", "rationale": "answer", "value": "Pink donuts (menu.pdf, p. 1)"},
         ]
     )
-    definition = librarian(permissions=read_only, agent_endpoint=mock)
+    definition = document_reader(permissions=read_only, agent_endpoint=mock)
     assert definition.mode is AgentMode.AUTONOMOUS
     runtime, _ = definition.build()
     output, messages = runtime.invoke()

@@ -2,10 +2,28 @@
 
 Filesystem and Pdf read the permission policy from their owner (``set_attributes(
 permissions=PermissionPolicy(...))``) and use the deployment's event pipe. SafeScripts talks
-to the helper daemon on a socket.
+to the helper daemon on a socket. ConversationSnapshots, MemoryConsolidation,
+ArtifactRetention and MaintenanceCadence are the Librarian's steps; ProjectMemory gives a
+watched agent its memory.
 """
 
 from roboz.shed.capabilities.files import Filesystem, Pdf
+from roboz.shed.capabilities.memory import (
+    ArtifactRetention,
+    ConversationSnapshots,
+    MaintenanceCadence,
+    MemoryConsolidation,
+    ProjectMemory,
+)
 from roboz.shed.capabilities.safe_scripts import SafeScripts
 
-__all__ = ["Filesystem", "Pdf", "SafeScripts"]
+__all__ = [
+    "ArtifactRetention",
+    "ConversationSnapshots",
+    "Filesystem",
+    "MaintenanceCadence",
+    "MemoryConsolidation",
+    "Pdf",
+    "ProjectMemory",
+    "SafeScripts",
+]

@@ -1,0 +1,214 @@
+"""What the Librarian's steps share: the watched project, its store, wake-ups, summarizer calls.
+
+One :class:`Maintenance` belongs to one Librarian. Its steps (snapshots, consolidation,
+retention) register themselves here, so the cadence can run one more sweep inline when a
+watched run ends. Every summarizer call is bounded (a timeout, a length budget asked again
+with feedback a bounded number of times) and recorded in the Librarian's own conversation,
+never in a watched agent's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from roboz.agent.current import current_agent
+from roboz.llm import EndpointLike, call_llm_api
+from roboz.models import Message, Role
+from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, Event, EventPipe
+from roboz.shed.sandbox import Sandbox
+from roboz.threads import RunInfo, SQLiteThreadStore
+
+Step = Callable[[list[Message]], None]
+
+
+def estimate_tokens(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so a reader (or a crash) sees the old file or the new one,
+    never half of it: a synced temporary file in the same directory, renamed over it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True)
+class SummaryRejected(Exception):
+    """The summarizer's reply could not be used (after the asked-again attempts)."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+@dataclass
+class Maintenance:
+    """The state one Librarian's steps share (set as its ``maintenance`` attribute)."""
+
+    sandbox: Sandbox
+    watched: tuple[str, ...]
+    own: str | None = None
+    """The Librarian's own agent name: retention also prunes its ended runs."""
+    steps: dict[str, Step] = field(default_factory=dict)
+    """The sweep's steps by tool name, in order (a rebuilt step replaces its old self)."""
+    wake: threading.Event = field(default_factory=threading.Event)
+    ended: set[str] = field(default_factory=set)
+    """Watched agents whose run in this process ended (heard on the pipe) while its lease is
+    still being released."""
+    began_inactive: bool = False
+    """Whether the sweep in progress (or the last one) began with no watched run active."""
+    record: list[Message] | None = None
+    """The conversation of the Librarian's run in progress (where summary prompts go)."""
+    sweeping: threading.RLock = field(default_factory=threading.RLock)
+    """Held by each step, so a sweep run from the listener never interleaves with one."""
+    _store: SQLiteThreadStore | None = None
+    _listening: set[int] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def project(self) -> str:
+        return self.sandbox.project_dir.name  # raises when the sandbox has no project
+
+    @property
+    def store(self) -> SQLiteThreadStore:
+        with self._lock:
+            if self._store is None:
+                self.sandbox.prepare()
+                self._store = SQLiteThreadStore(self.sandbox.run_store)
+            return self._store
+
+    def listen(self, pipe: EventPipe) -> None:
+        """Hear watched runs start and end on ``pipe`` (once per pipe)."""
+        with self._lock:
+            if id(pipe) in self._listening:
+                return
+            self._listening.add(id(pipe))
+        pipe.subscribe(self._on_event)
+
+    def _on_event(self, event: Event) -> None:
+        if event.agent not in self.watched:
+            return
+        if isinstance(event, AgentStarted):
+            self.ended.discard(event.agent)
+        elif isinstance(event, AgentFinished | AgentFailed):
+            self.ended.add(event.agent)
+            self.wake.set()
+            # The final sweep runs here, in the ending run's thread, before the run goes on
+            # to stop its background agents: a background Librarian is cancelled next and
+            # might get no further step of its own.
+            record = self.record
+            if record is not None:
+                with self.sweeping:
+                    self.sweep(record)
+
+    def is_running(self, run: RunInfo) -> bool:
+        """Whether a run still holds ``run`` (a watched run that ended in this process counts
+        as ended although it has not released its lease yet)."""
+        if not run.active:
+            return False
+        return not (run.lease_pid == os.getpid() and run.agent in self.ended)
+
+    def runs(self) -> list[RunInfo]:
+        return self.store.list_runs(self.watched)
+
+    def sweep(self, messages: list[Message]) -> None:
+        for step in list(self.steps.values()):
+            step(messages)
+
+    def run_step(self, step: Step, messages: list[Message]) -> None:
+        """Run one step of the Librarian's run on its conversation ``messages``."""
+        with self.sweeping:
+            self.record = messages
+            step(messages)
+
+
+def ask_summarizer(
+    endpoint: EndpointLike | None,
+    system: str,
+    prompt: str,
+    *,
+    budget: int,
+    check: Callable[[str], str | None],
+    attempts: int,
+    timeout_s: float,
+    record: list[Message],
+    caller: str,
+) -> str:
+    """The summarizer's reply to ``prompt``, asked again (with feedback) while it is empty,
+    over ``budget`` tokens or refused by ``check`` (which returns the problem), then
+    rejected: never truncated. Each request and reply is appended to ``record``."""
+    if endpoint is None:
+        raise SummaryRejected("no summarizer endpoint")
+    request = [Message(role=Role.SYSTEM, content=system), Message(role=Role.USER, content=prompt)]
+    record.append(Message(role=Role.TOOL, content=prompt, caller=caller, message_kind="request"))
+    problem = ""
+    for _ in range(attempts):
+        text = _call(endpoint, request, timeout_s).strip()
+        record.append(Message(role=Role.TOOL, content=text, caller=caller, message_kind="reply"))
+        size = estimate_tokens(text)
+        if not text:
+            problem = "The reply is empty."
+        elif size > budget:
+            problem = f"That is about {size} tokens; it must fit in {budget} tokens."
+        else:
+            problem = check(text) or ""
+            if not problem:
+                return text
+        feedback = f"{problem} Write it again."
+        request += [
+            Message(role=Role.ASSISTANT, content=text),
+            Message(role=Role.USER, content=feedback),
+        ]
+        record.append(
+            Message(role=Role.TOOL, content=feedback, caller=caller, message_kind="request")
+        )
+    raise SummaryRejected(f"rejected after {attempts} attempt(s): {problem}")
+
+
+def _call(endpoint: EndpointLike, request: Sequence[Message], timeout_s: float) -> str:
+    cancel = threading.Event()
+    outcome: list[object] = []
+
+    def call() -> None:
+        try:
+            outcome.append(call_llm_api(endpoint, request, cancel=cancel)[0])
+        except BaseException as error:  # handed to the caller below
+            outcome.append(error)
+
+    worker = threading.Thread(target=call, name="roboz-librarian-summary", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        cancel.set()
+        raise TimeoutError(f"the summarizer did not answer within {timeout_s:g} s")
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        raise result
+    return str(result)
+
+
+def cancelled() -> bool:
+    """Whether the running agent was asked to cancel (best effort: read from its run)."""
+    agent = current_agent()
+    flag = getattr(agent, "_cancel", None)
+    return isinstance(flag, threading.Event) and flag.is_set()
