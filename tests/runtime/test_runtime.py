@@ -79,3 +79,20 @@ def test_cli_sink_prints_readable_lines() -> None:
         'a count → {"value": 3} 2.0 ms',
         'a finished after 4 step(s), 1 LLM call(s): {"value": "done"}',
     ]
+
+
+def test_a_sink_that_unsubscribes_itself_mid_emit_does_not_hide_the_event_from_the_next() -> None:
+    from roboz.runtime.events import Event, EventPipe
+
+    pipe = EventPipe()
+    seen: list[str] = []
+
+    def once(event: Event) -> None:
+        seen.append("once")
+        unsubscribe()
+
+    unsubscribe = pipe.subscribe(once)
+    pipe.subscribe(lambda event: seen.append("after"))
+    pipe.emit(Event())
+    pipe.emit(Event())
+    assert seen == ["once", "after", "after"]

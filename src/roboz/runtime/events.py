@@ -113,20 +113,24 @@ class EventPipe:
     """Fans events out to subscribed sinks. A failing sink is logged, never fatal to the run."""
 
     def __init__(self, sinks: list[Sink] | None = None) -> None:
-        self._sinks: list[Sink] = list(sinks or [])
+        # Replaced, never mutated: an emit in progress keeps the tuple it started with, so a
+        # sink that unsubscribes itself (or another) mid-emit cannot make a later one miss it.
+        self._sinks: tuple[Sink, ...] = tuple(sinks or ())
 
     def subscribe(self, sink: Sink) -> Callable[[], None]:
-        self._sinks.append(sink)
+        self._sinks = (*self._sinks, sink)
 
         def unsubscribe() -> None:
+            sinks = list(self._sinks)
             with contextlib.suppress(ValueError):
-                self._sinks.remove(sink)
+                sinks.remove(sink)
+            self._sinks = tuple(sinks)
 
         return unsubscribe
 
     @property
     def sinks(self) -> tuple[Sink, ...]:
-        return tuple(self._sinks)
+        return self._sinks
 
     @property
     def wants_deltas(self) -> bool:
