@@ -75,6 +75,7 @@ class Template:
     def __init__(self) -> None:
         self.path: str | None = None
         self.built_at = 0.0
+        self.generation = 0  # bumped at each rebuild: part of a warm pid 1's shape
         try:
             # Our own mount namespace, a slave of the host's: host mounts still show up here,
             # nothing we mount shows up there.
@@ -101,6 +102,7 @@ class Template:
             return None
         self.path = TEMPLATE_AT
         self.built_at = time.monotonic()
+        self.generation += 1
         return self.path
 
 
@@ -165,11 +167,15 @@ def _start_warm(warm: Warm, plan: child.ChildPlan) -> tuple[int, int] | None:
     return warm.pid, warm.pidfd
 
 
-def shape_key(plan: child.ChildPlan) -> bytes:
-    """Everything a warm pid 1 has already acted on; runs differing only in argv, env, script,
-    limits enforced later (rlimits, cgroup, deadline, output) share a shape."""
+def shape_key(plan: child.ChildPlan, template_generation: int) -> bytes:
+    """Everything a warm pid 1 has already acted on, including which build of the system
+    template its root was cloned from (a rebuilt template makes every warm pid 1 stale);
+    runs differing only in argv, env, script, limits enforced later (rlimits, cgroup,
+    deadline, output) share a shape."""
     mounts_shape = dataclasses.replace(plan.mounts, script_path=None, script_bytes=None)
-    return ENCODER.encode((mounts_shape, plan.uid, plan.gid, plan.network, plan.rootless))
+    return ENCODER.encode(
+        (mounts_shape, plan.uid, plan.gid, plan.network, plan.rootless, template_generation)
+    )
 
 
 class Forker:
@@ -279,7 +285,7 @@ def serve(sock: socket.socket) -> None:
                 mounts=dataclasses.replace(plan.mounts, template=template.current()),
             )
             network.prepare(plan.network)
-            key = shape_key(plan)
+            key = shape_key(plan, template.generation)
             started: tuple[int, int] | None = None
             if warm is not None:
                 if warm.usable(key):

@@ -43,7 +43,11 @@ class Zygote:
                 env={
                     "PATH": "/usr/bin:/bin",
                     "PYTHONPATH": path,
-                    "ROBOZ_SANDBOX_POOL": os.environ.get("ROBOZ_SANDBOX_POOL", "1"),
+                    **{
+                        name: os.environ[name]
+                        for name in ("ROBOZ_SANDBOX_POOL", "ROBOZ_SANDBOX_TEMPLATE_TTL_S")
+                        if name in os.environ
+                    },
                 },
             )
         finally:
