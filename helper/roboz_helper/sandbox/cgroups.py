@@ -28,7 +28,6 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-V1_ROOT = "/sys/fs/cgroup"
 V1_DIR = "roboz-sandbox"
 V2_PREFIX = "run-"
 
@@ -236,9 +235,6 @@ class RunCgroup:
             _write(f"{mem}/memory.memsw.limit_in_bytes", str(memory_max))
         with contextlib.suppress(OSError):
             _write(f"{mem}/memory.swappiness", "0")
-
-    def can_rename(self) -> bool:
-        return self.be.version == 1  # cgroup v2 directories cannot be renamed
 
     def rename(self, name: str) -> None:
         """v1 only: give a pooled cgroup (already holding a warm pid 1) the run's name."""

@@ -66,10 +66,10 @@ def exec_target(spec: SandboxSpec, plan: mounts.MountPlan) -> tuple[str, tuple[s
 
 
 class _Run:
-    def __init__(self, spec: SandboxSpec, on_output: OnOutput, cg: cgroups.RunCgroup | None):
+    def __init__(self, spec: SandboxSpec, on_output: OnOutput):
         self.spec = spec
         self.on_output = on_output
-        self.cg = cg
+        self.cg: cgroups.RunCgroup | None = None  # known once the run is started
         self.loop = asyncio.get_running_loop()
         self.reason: str | None = None  # "timeout" | "output" | "cancelled"
         self.pid_a = 0
@@ -464,7 +464,7 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
     if cgroups.backend() is None and not rootless:
         raise SandboxError("no usable cgroup hierarchy (need v1 pids+memory+freezer or "
                            "delegated v2 memory+pids)")  # fmt: skip
-    run = _Run(spec, on_output, None)
+    run = _Run(spec, on_output)
     try:
         return await run.run(plan_args)
     finally:

@@ -182,8 +182,7 @@ class Forker:
     """Forks pid 1 of a new pid namespace: ``unshare(CLONE_NEWPID)``, fork, ``setns`` back
     (so that the following fork gets a fresh namespace again)."""
 
-    def __init__(self, helper_sock: socket.socket) -> None:
-        self.helper_sock = helper_sock
+    def __init__(self) -> None:
         self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         # Children get the read end; we hold the write end for life (EOF = we are gone).
         self.alive_r, self._alive_w = os.pipe2(os.O_CLOEXEC)
@@ -255,7 +254,7 @@ def serve(sock: socket.socket) -> None:
     for the same shape, so that the next request with that shape only has to hand it the
     run's plan and descriptors. At most one is kept; another shape or age discards it."""
     me = os.getpid()
-    forker = Forker(sock)
+    forker = Forker()
     template = Template()
     warm: Warm | None = None
     while True:
