@@ -1,20 +1,25 @@
 """Sandbox latency and throughput, side by side with plain fork/exec and bubblewrap.
 
-    sudo .venv/bin/python benchmarks/bench_sandbox.py [--runs 200] [--concurrency 16]
+    sudo .venv/bin/python benchmarks/bench_sandbox.py [--runs 200] [--spaced-runs 50]
+                                                      [--concurrency 16]
 
-Request-to-completion latency of /bin/true, N runs each, median and p95, as ratios against
-bwrap measured in the same process and moment (absolute times on shared machines are noise):
+Request-to-completion latency of /bin/true, median and p95, as ratios against bwrap measured
+in the same process and moment (absolute times on shared machines are noise). The
+contestants take turns in blocks of 10 runs, so that load from other work on the machine
+falls on all of them alike:
 
-- plain      fork/exec/wait of /bin/true (subprocess, empty environment)
+- plain      fork/exec/wait of /bin/true (subprocess, empty environment): the floor
 - bwrap      /usr/bin/bwrap with a profile equivalent to ours (--unshare-all, read-only
              system binds, tmpfs /tmp, fresh /proc and /dev, workdir bound, --clearenv,
              --new-session, --die-with-parent, caps dropped, unprivileged uid)
-- direct     ``run_in_sandbox`` awaited from an asyncio loop (what the daemon does per run)
+- direct     ``run_in_sandbox`` on one long-lived asyncio loop (what the daemon does per run)
 - daemon     the real helper daemon through ``SafeScriptsClient`` (connect, greeting, exec
-             request, output and completion frames included), when helper/server.py exists
+             request, output and completion frames included)
 
-Also: the daemon's idle RSS, and runs/s with 16 concurrent clients (daemon) and 16
-concurrent tasks (direct). Nothing is asserted; needs root.
+Back to back, then spaced 50 ms apart (what an agent produces); runs/s with 16 at once (bwrap
+as 16 concurrent launches, run_in_sandbox as 16 tasks, the daemon with 16 client threads);
+where a run_in_sandbox call's time goes (runner.phase_hook); the daemon's idle memory with
+its zygote and warm sandbox. Nothing is asserted; needs root.
 """
 
 from __future__ import annotations
@@ -344,13 +349,15 @@ def table(title: str, results: dict[str, list[float]]) -> None:
         print(f"{name:18}{med:9.2f}{p95:9.2f}{med / base:9.2f}{p95 / base95:8.2f}")
 
 
-def main() -> int:
+def main(quick: bool = False) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=200, help="back-to-back runs per contestant")
     parser.add_argument("--spaced-runs", type=int, default=SPACED_RUNS,
                         help=f"runs {SPACED_GAP_S * 1000:.0f} ms apart per contestant")  # fmt: skip
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
+    if quick:  # python -m benchmarks --quick: a smoke run
+        args.runs, args.spaced_runs = min(args.runs, 40), min(args.spaced_runs, 10)
     if os.geteuid() != 0:
         print("needs root (the helper runs as root)", file=sys.stderr)
         return 1
