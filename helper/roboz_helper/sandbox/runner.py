@@ -202,7 +202,7 @@ class _Run:
         await asyncio.wait([self.reported, self.exited], return_when=asyncio.FIRST_COMPLETED)
         if not self.reported.done() or self.reason is not None:
             return False
-        if self.cg is not None and not set(self.cg.pids()) <= {self.pid_a}:
+        if self.cg is not None and not set(self.cg.pids(first_only=True)) <= {self.pid_a}:
             return False
         self.early = True
         return True
@@ -417,6 +417,7 @@ async def _fork_run(
         cg = cgroups.RunCgroup.create(spec.run_id, spec.pids_max, spec.memory_max_bytes)
         procs = cg.open_procs_fds() if cg is not None else []
         try:
+            base["reset_signals"] = child.signals_to_reset()
             plan = child.ChildPlan(cgroup_procs_fds=tuple(procs), **base)
             pid = os.fork()
             if pid == 0:
@@ -459,7 +460,7 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
         "exec_path": exec_path,
         "exec_argv": exec_argv,
         "env": dict(spec.env),
-        "reset_signals": child.signals_to_reset(),
+        "reset_signals": (),  # the zygote fills in its own; direct mode: see _fork_run
     }
     if cgroups.backend() is None and not rootless:
         raise SandboxError("no usable cgroup hierarchy (need v1 pids+memory+freezer or "

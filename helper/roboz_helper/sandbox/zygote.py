@@ -254,6 +254,7 @@ def serve(sock: socket.socket) -> None:
     for the same shape, so that the next request with that shape only has to hand it the
     run's plan and descriptors. At most one is kept; another shape or age discards it."""
     me = os.getpid()
+    reset_signals = child.signals_to_reset()  # the zygote's dispositions never change
     forker = Forker()
     template = Template()
     warm: Warm | None = None
@@ -280,7 +281,7 @@ def serve(sock: socket.socket) -> None:
             plan = dataclasses.replace(
                 plan,
                 helper_pid=me,
-                reset_signals=child.signals_to_reset(),
+                reset_signals=reset_signals,
                 mounts=dataclasses.replace(plan.mounts, template=template.current()),
             )
             network.prepare(plan.network)
