@@ -328,11 +328,17 @@ def breakdown(phases: dict[str, list[float]]) -> list[tuple[str, float]]:
     med = {name: statistics.median(values) for name, values in phases.items() if values}
     if not {"started", "exited", "done"} <= med.keys():
         return []
-    rows = [
-        ("hand-over (request -> prepared pid 1 has the plan)", med["started"]),
-        ("exec, run, exit, reaped by pid 1 and reported", med["exited"] - med["started"]),
-        ("completion (cgroup check, usage, outcome)", med["done"] - med["exited"]),
-    ]
+    rows = [("hand-over (request -> prepared pid 1 has the plan)", med["started"])]
+    if "output_closed" in med:
+        rows += [
+            ("exec, run and exit (until the run's output closes)",
+             med["output_closed"] - med["started"]),
+            ("reaped by pid 1 and reported", med["exited"] - med["output_closed"]),
+        ]  # fmt: skip
+    else:
+        rows.append(("exec, run, exit, reaped by pid 1 and reported",
+                     med["exited"] - med["started"]))  # fmt: skip
+    rows.append(("completion (cgroup check, usage, outcome)", med["done"] - med["exited"]))
     if "init_exited" in med:
         rows.append(("teardown after the completion (pid 1 exit, namespaces)",
                      med["init_exited"] - med["exited"]))  # fmt: skip

@@ -35,9 +35,10 @@ READ_CHUNK = 65536
 KILL_RETRY_S = 1.0
 DRAIN_TIMEOUT_S = 5.0
 # Benchmarks set this to see where a run's time goes: called with the run_id, a phase name and
-# time.monotonic() at "started" (pid 1 has the plan), "exited" (pid 1 reported the run's
-# status), "init_exited" (pid 1 gone: after the completion when it reported everything reaped,
-# in another thread).
+# time.monotonic() at "started" (pid 1 has the plan), "output_closed" (every holder of the
+# run's stdout and stderr is gone: the main process has exited), "exited" (pid 1 reported the
+# run's status), "init_exited" (pid 1 gone: after the completion when it reported everything
+# reaped, in another thread).
 phase_hook: Callable[[str, str, float], None] | None = None
 
 
@@ -178,6 +179,8 @@ class _Run:
             stream, data = await self.queue.get()
             if data is None:
                 open_streams -= 1
+                if not open_streams:
+                    _phase(self.spec.run_id, "output_closed")
                 continue
             if self.reason is not None:
                 continue  # killed: drop what is still in flight
