@@ -209,6 +209,9 @@ def _prepare_init(plan: ChildPlan, alive_r: int) -> None:
     # without CAP_SYS_PTRACE) and securebits locked (inherited by the run too).
     privileges.set_not_dumpable()
     privileges.lock_securebits()
+    # pid 1 never execs, so an empty bounding set takes nothing from it; dropped here, ahead
+    # of the request, it costs the run nothing (the run process drops it again, a no-op).
+    privileges.drop_bounding_set()
 
 
 def _fork_warm_run(shape: ChildPlan, receive: RecvPlan) -> WarmRun:
@@ -268,7 +271,6 @@ def _run_init(
         # ptrace, so nothing it does can reach pid 1 in between.
         os.read(exec_r, 1)
         os.close(exec_r)
-        privileges.drop_bounding_set()
         if plan.rootless:
             privileges.clear_capabilities()
         else:
