@@ -1,26 +1,32 @@
 """Sandbox latency and throughput, side by side with plain fork/exec and bubblewrap.
 
-    sudo .venv/bin/python benchmarks/bench_sandbox.py [--runs 200] [--concurrency 16]
+    sudo .venv/bin/python benchmarks/bench_sandbox.py [--runs 200] [--spaced-runs 50]
+                                                      [--concurrency 16]
 
-Request-to-completion latency of /bin/true, N runs each, median and p95, as ratios against
-bwrap measured in the same process and moment (absolute times on shared machines are noise):
+Request-to-completion latency of /bin/true, median and p95, as ratios against bwrap measured
+in the same process and moment (absolute times on shared machines are noise). The
+contestants take turns in blocks of 10 runs, so that load from other work on the machine
+falls on all of them alike:
 
-- plain      fork/exec/wait of /bin/true (subprocess, empty environment)
+- plain      fork/exec/wait of /bin/true (subprocess, empty environment): the floor
 - bwrap      /usr/bin/bwrap with a profile equivalent to ours (--unshare-all, read-only
              system binds, tmpfs /tmp, fresh /proc and /dev, workdir bound, --clearenv,
              --new-session, --die-with-parent, caps dropped, unprivileged uid)
-- direct     ``run_in_sandbox`` awaited from an asyncio loop (what the daemon does per run)
+- direct     ``run_in_sandbox`` on one long-lived asyncio loop (what the daemon does per run)
 - daemon     the real helper daemon through ``SafeScriptsClient`` (connect, greeting, exec
-             request, output and completion frames included), when helper/server.py exists
+             request, output and completion frames included)
 
-Also: the daemon's idle RSS, and runs/s with 16 concurrent clients (daemon) and 16
-concurrent tasks (direct). Nothing is asserted; needs root.
+Back to back, then spaced 50 ms apart (what an agent produces); runs/s with 16 at once (bwrap
+as 16 concurrent launches, run_in_sandbox as 16 tasks, the daemon with 16 client threads);
+where a run_in_sandbox call's time goes (runner.phase_hook); the daemon's idle memory with
+its zygote and warm sandbox. Nothing is asserted; needs root.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
@@ -28,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,42 +101,110 @@ async def _noop(stream: int, data: bytes) -> None:
 # machine is idle in between, which makes every contestant slower than back to back.
 SPACED_GAP_S = 0.05
 SPACED_RUNS = 50
+# Contestants take turns in blocks of this many runs (back to back inside a block), so that
+# load from other work on a shared machine falls on all of them alike.
+BLOCK = 10
+Timed = Callable[[], object]
 
 
-def bench_direct(
-    workdir: str, runs: int, concurrency: int
-) -> tuple[list[float], float, list[float]]:
-    from roboz_helper.sandbox import run_in_sandbox
+def interleaved(
+    contestants: dict[str, Timed], runs: int, gap_s: float = 0.0
+) -> dict[str, list[float]]:
+    """``runs`` timings (ms) per contestant, in alternating blocks of BLOCK runs."""
+    times: dict[str, list[float]] = {name: [] for name in contestants}
+    for fn in contestants.values():
+        for _ in range(3):
+            fn()
+    done = 0
+    while done < runs:
+        n = min(BLOCK, runs - done)
+        for name, fn in contestants.items():
+            times[name] += measure(fn, n, warmup=0, gap_s=gap_s)
+        done += n
+    return times
 
-    counter = iter(range(10**9))
 
-    async def one() -> float:
-        t0 = time.perf_counter()
-        outcome = await run_in_sandbox(direct_spec(workdir, f"bench-{next(counter)}"), _noop)
+class Direct:
+    """``run_in_sandbox`` on one long-lived event loop (as in the daemon), with the time of
+    each phase of the last run (see runner.phase_hook)."""
+
+    def __init__(self, workdir: str) -> None:
+        from roboz_helper.sandbox import run_in_sandbox, runner
+
+        self.run_in_sandbox = run_in_sandbox
+        self.workdir = workdir
+        self.loop = asyncio.new_event_loop()
+        self.counter = iter(range(10**9))
+        # run_id -> phase -> time.monotonic(); filled from the loop and the cleanup threads
+        self.marks: dict[str, dict[str, float]] = {}
+        self.timed: list[str] = []
+        runner.phase_hook = self._mark
+
+    def _mark(self, run_id: str, name: str, at: float) -> None:
+        self.marks.setdefault(run_id, {}).setdefault(name, at)
+
+    async def one(self, run_id: str | None = None) -> None:
+        spec = direct_spec(self.workdir, run_id or f"bench-{next(self.counter)}")
+        outcome = await self.run_in_sandbox(spec, _noop)
         assert outcome.status == "success", outcome
-        return (time.perf_counter() - t0) * 1000
 
-    async def spaced() -> float:
-        await asyncio.sleep(SPACED_GAP_S)
-        return await one()
+    def __call__(self) -> None:
+        run_id = f"bench-{next(self.counter)}"
+        self._mark(run_id, "request", time.monotonic())
+        self.loop.run_until_complete(self.one(run_id))
+        self._mark(run_id, "done", time.monotonic())
+        self.timed.append(run_id)
 
-    async def main() -> tuple[list[float], float, list[float]]:
-        for _ in range(5):
-            await one()
-        times = [await one() for _ in range(runs)]
-        spaced_times = [await spaced() for _ in range(SPACED_RUNS)]
+    def phases(self) -> dict[str, list[float]]:
+        """phase -> ms after the request, over the timed runs so far."""
+        out: dict[str, list[float]] = {}
+        for run_id in self.timed:
+            marks = self.marks.get(run_id, {})
+            for name, at in marks.items():
+                out.setdefault(name, []).append((at - marks["request"]) * 1000)
+        return out
+
+    def rate(self, concurrency: int, runs: int) -> float:
         per_task = max(1, runs // concurrency)
 
         async def worker() -> None:
             for _ in range(per_task):
-                await one()
+                await self.one()
+
+        async def main() -> None:
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
 
         t0 = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        rate = per_task * concurrency / (time.perf_counter() - t0)
-        return times, rate, spaced_times
+        self.loop.run_until_complete(main())
+        return per_task * concurrency / (time.perf_counter() - t0)
 
-    return asyncio.run(main())
+    def close(self) -> None:
+        self.loop.run_until_complete(self.loop.shutdown_default_executor())
+        self.loop.close()
+
+
+def threaded_rate(fn: Timed, concurrency: int, runs: int) -> float:
+    """runs/s of ``fn`` called from ``concurrency`` threads at once."""
+    per_thread = max(1, runs // concurrency)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            for _ in range(per_thread):
+                fn()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rate = per_thread * concurrency / (time.perf_counter() - t0)
+    if errors:
+        print(f"concurrent runs failed: {errors[0]!r}", file=sys.stderr)
+    return rate
 
 
 def write_policy(tmp: Path, socket_path: str, workdir: str, concurrency: int) -> Path:
@@ -207,11 +281,10 @@ def pss_kib(pids: list[int]) -> int:
     return total
 
 
-def bench_daemon(
-    tmp: Path, workdir: str, runs: int, concurrency: int
-) -> tuple[list[float], float, int, int, int] | None:
-    if not (REPO / "helper/roboz_helper/server.py").exists():
-        return None
+@contextlib.contextmanager
+def daemon_client(tmp: Path, workdir: str, concurrency: int) -> Iterator[tuple[Timed, int] | None]:
+    """The real helper daemon and a ``SafeScriptsClient`` call running /bin/true through it
+    (connect, greeting, request, output and completion frames), with the daemon's pid."""
     from roboz.shed.safe_scripts import SafeScriptsClient
 
     socket_path = str(tmp / "helper.sock")
@@ -226,7 +299,8 @@ def bench_daemon(
         while not os.path.exists(socket_path):
             if daemon.poll() is not None or time.monotonic() > deadline:
                 print("daemon did not start", file=sys.stderr)
-                return None
+                yield None
+                return
             time.sleep(0.05)
         client = SafeScriptsClient(socket_path)
 
@@ -234,43 +308,62 @@ def bench_daemon(
             result = client.exec_command(["/bin/true"])
             assert result.status == "success", result
 
-        time.sleep(0.5)
         one()
-        time.sleep(0.5)
-        idle = rss_kib(daemon.pid)
-        family = descendants(daemon.pid)
-        idle_family = pss_kib(family)
-        times = measure(one, runs)
-        per_client = max(1, runs // concurrency)
-        errors: list[BaseException] = []
-
-        def worker() -> None:
-            try:
-                for _ in range(per_client):
-                    one()
-            except BaseException as exc:
-                errors.append(exc)
-
-        threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        rate = per_client * concurrency / (time.perf_counter() - t0)
-        if errors:
-            print(f"concurrent clients failed: {errors[0]!r}", file=sys.stderr)
-        return times, rate, idle, idle_family, len(family)
+        yield one, daemon.pid
     finally:
         daemon.terminate()
         daemon.wait(10)
 
 
-def main() -> int:
+def idle_memory(pid: int) -> tuple[int, int, int]:
+    """(daemon RSS KiB, PSS KiB of the daemon and all its descendants, how many processes),
+    once the pool has had time to fill."""
+    time.sleep(0.5)
+    family = descendants(pid)
+    return rss_kib(pid), pss_kib(family), len(family)
+
+
+def breakdown(phases: dict[str, list[float]]) -> list[tuple[str, float]]:
+    """Median duration of each phase of a run_in_sandbox call (ms)."""
+    med = {name: statistics.median(values) for name, values in phases.items() if values}
+    if not {"started", "exited", "done"} <= med.keys():
+        return []
+    rows = [("hand-over (request -> prepared pid 1 has the plan)", med["started"])]
+    if "output_closed" in med:
+        rows += [
+            ("exec, run and exit (until the run's output closes)",
+             med["output_closed"] - med["started"]),
+            ("reaped by pid 1 and reported", med["exited"] - med["output_closed"]),
+        ]  # fmt: skip
+    else:
+        rows.append(("exec, run, exit, reaped by pid 1 and reported",
+                     med["exited"] - med["started"]))  # fmt: skip
+    rows.append(("completion (cgroup check, usage, outcome)", med["done"] - med["exited"]))
+    if "init_exited" in med:
+        rows.append(("teardown after the completion (pid 1 exit, namespaces)",
+                     med["init_exited"] - med["exited"]))  # fmt: skip
+    return rows
+
+
+def table(title: str, results: dict[str, list[float]]) -> None:
+    base = statistics.median(results["bwrap"])
+    base95 = percentile(results["bwrap"], 95)
+    print(title)
+    print(f"{'':18}{'median':>9}{'p95':>9}{'x bwrap':>9}{'p95 x':>8}")
+    for name, times in results.items():
+        med, p95 = statistics.median(times), percentile(times, 95)
+        print(f"{name:18}{med:9.2f}{p95:9.2f}{med / base:9.2f}{p95 / base95:8.2f}")
+
+
+def main(quick: bool = False) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=200, help="back-to-back runs per contestant")
+    parser.add_argument("--spaced-runs", type=int, default=SPACED_RUNS,
+                        help=f"runs {SPACED_GAP_S * 1000:.0f} ms apart per contestant")  # fmt: skip
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
+    if quick:  # python -m benchmarks --quick: a smoke run
+        args.runs, args.spaced_runs = min(args.runs, 40), min(args.spaced_runs, 10)
     if os.geteuid() != 0:
         print("needs root (the helper runs as root)", file=sys.stderr)
         return 1
@@ -280,42 +373,55 @@ def main() -> int:
         workdir = tmp / "work"
         workdir.mkdir()
         os.chmod(tmp, 0o755)
-        results: dict[str, list[float]] = {}
-        results["plain fork/exec"] = measure(lambda: spawn(["/bin/true"]), args.runs)
-        results["bwrap"] = measure(lambda: spawn(bwrap_argv(str(workdir))), args.runs)
-        spaced: dict[str, list[float]] = {
-            "bwrap": measure(
-                lambda: spawn(bwrap_argv(str(workdir))), SPACED_RUNS, gap_s=SPACED_GAP_S
-            )
-        }
-        direct, direct_rate, spaced["run_in_sandbox"] = bench_direct(
-            str(workdir), args.runs, args.concurrency
-        )
-        results["run_in_sandbox"] = direct
-        daemon = bench_daemon(tmp, str(workdir), args.runs, args.concurrency)
+        direct = Direct(str(workdir))
+        with daemon_client(tmp, str(workdir), args.concurrency) as daemon:
+            contestants: dict[str, Timed] = {
+                "plain fork/exec": lambda: spawn(["/bin/true"]),
+                "bwrap": lambda: spawn(bwrap_argv(str(workdir))),
+                "run_in_sandbox": direct,
+            }
+            if daemon is not None:
+                contestants["daemon+client"] = daemon[0]
+                memory = idle_memory(daemon[1])
+            back_to_back = interleaved(contestants, args.runs)
+            phases = direct.phases()
+            spaced = interleaved(contestants, args.spaced_runs, gap_s=SPACED_GAP_S)
+            rates = {
+                "bwrap, concurrent launches": threaded_rate(
+                    contestants["bwrap"], args.concurrency, args.runs
+                ),
+                "run_in_sandbox, concurrent tasks": direct.rate(args.concurrency, args.runs),
+            }
+            if daemon is not None:
+                rates["daemon, concurrent clients"] = threaded_rate(
+                    daemon[0], args.concurrency, args.runs
+                )
+        direct.close()
+    table(f"/bin/true request-to-completion, {args.runs} runs each, back to back in "
+          f"alternating blocks of {BLOCK} (ms; ratio vs bwrap)", back_to_back)  # fmt: skip
+    table(f"spaced {SPACED_GAP_S * 1000:.0f} ms apart, {args.spaced_runs} runs each", spaced)
+    print(f"{args.concurrency} at once (runs/s):")
+    bwrap_rate = rates["bwrap, concurrent launches"]
+    for name, rate in rates.items():
+        print(f"  {name:34}{rate:7.0f}  x bwrap {rate / bwrap_rate:5.2f}")
+    rows = breakdown(phases)
+    if rows:
+        print("where a back-to-back run_in_sandbox call goes (median ms):")
+        for name, ms in rows:
+            print(f"  {name:58}{ms:6.2f}")
+        floor = statistics.median(back_to_back["plain fork/exec"])
+        print(f"  {'(floor: plain fork/exec/wait of /bin/true)':58}{floor:6.2f}")
         if daemon is not None:
-            results["daemon+client"] = daemon[0]
-    base = statistics.median(results["bwrap"])
-    base95 = percentile(results["bwrap"], 95)
-    print(f"/bin/true request-to-completion, {args.runs} runs each (ms; ratio vs bwrap)")
-    print(f"{'':18}{'median':>9}{'p95':>9}{'x bwrap':>9}{'p95 x':>8}")
-    for name, times in results.items():
-        med, p95 = statistics.median(times), percentile(times, 95)
-        print(f"{name:18}{med:9.2f}{p95:9.2f}{med / base:9.2f}{p95 / base95:8.2f}")
-    spaced_base = statistics.median(spaced["bwrap"])
-    print(
-        f"spaced {SPACED_GAP_S * 1000:.0f} ms apart, {SPACED_RUNS} runs each (ms; ratio vs bwrap)"
-    )
-    for name, times in spaced.items():
-        med = statistics.median(times)
-        print(f"{name:18}{med:9.2f}{percentile(times, 95):9.2f}{med / spaced_base:9.2f}")
-    print(f"run_in_sandbox, {args.concurrency} concurrent tasks: {direct_rate:.0f} runs/s")
+            extra = statistics.median(back_to_back["daemon+client"]) - statistics.median(
+                back_to_back["run_in_sandbox"]
+            )
+            print(f"  {'daemon + client on top (connect, frames)':58}{extra:6.2f}")
     if daemon is not None:
-        print(f"daemon, {args.concurrency} concurrent clients: {daemon[1]:.0f} runs/s")
-        print(f"daemon idle RSS: {daemon[2] / 1024:.1f} MiB; with its zygote and warm sandbox "
-              f"({daemon[4]} processes) PSS {daemon[3] / 1024:.1f} MiB")  # fmt: skip
+        rss, pss, count = memory
+        print(f"daemon idle RSS: {rss / 1024:.1f} MiB; with its zygote and warm sandbox "
+              f"({count} processes) PSS {pss / 1024:.1f} MiB")  # fmt: skip
     else:
-        print("daemon: helper/roboz_helper/server.py not found or did not start; skipped")
+        print("daemon: did not start; skipped")
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -243,3 +244,58 @@ def _holders_of(fd: int) -> list[int]:
         except OSError:
             pass
     return holders
+
+
+def test_a_stalled_zygote_does_not_stall_the_event_loop(sandbox: Sandbox) -> None:
+    """A run whose plan (here a 3 MiB script) does not fit into the zygote's socket buffer is
+    sent as the zygote reads it: while the zygote is stopped, the helper's loop keeps serving
+    everything else (here a probe coroutine standing for the other clients). The watchdog
+    only bounds the failure case: it resumes the zygote after 20 s if the probe never ran."""
+    from roboz_helper.sandbox import runner, zygote_client
+
+    if not runner.USE_ZYGOTE:
+        pytest.skip("ROBOZ_SANDBOX_ZYGOTE=0: runs fork the helper itself")
+    assert sandbox.exec("/bin/true").outcome.status == "success"  # the zygote is up
+    proc = zygote_client.get().proc
+    assert proc is not None
+    script = sandbox.scripts / "big.sh"
+    script.write_text("#!/bin/sh\n" + ("#" * 1023 + "\n") * 3072 + "echo big done\n")
+    probe_ran = threading.Event()
+    resumed_before_probe: list[bool] = []
+
+    def watchdog() -> None:
+        resumed_before_probe.append(not probe_ran.wait(20))
+        os.kill(proc.pid, signal.SIGCONT)
+
+    async def main() -> tuple[str, bytes]:
+        out: list[bytes] = []
+
+        async def on_output(stream: int, data: bytes) -> None:
+            out.append(data)
+
+        async def probe() -> None:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            probe_ran.set()
+
+        fd = os.open(script, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            run = asyncio.ensure_future(
+                run_in_sandbox(sandbox.spec(argv=["big.sh"], script_fd=fd), on_output)
+            )
+            await asyncio.sleep(0)  # the run starts sending first
+            await probe()
+            outcome = await run
+        finally:
+            os.close(fd)
+        return outcome.status, b"".join(out)
+
+    os.kill(proc.pid, signal.SIGSTOP)
+    guard = threading.Thread(target=watchdog)
+    guard.start()
+    try:
+        status, out = asyncio.run(main())
+    finally:
+        guard.join()
+    assert resumed_before_probe == [False]
+    assert status == "success" and out == b"big done\n"

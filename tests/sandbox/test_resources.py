@@ -195,3 +195,76 @@ def test_a_long_lived_loop_removes_each_runs_cgroup_after_the_outcome(sandbox: S
         return removed
 
     assert asyncio.run(runs()) == [True, True, True]
+
+
+def _host_pids_named(comm: str) -> list[int]:
+    """Processes (zombies included: their /proc entry stays until reaped) with this name."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    name = f.read().split(b"(", 1)[1].rsplit(b")", 1)[0]
+            except (OSError, IndexError):
+                continue
+            if name == comm.encode():
+                found.append(int(entry))
+    return found
+
+
+def test_leftovers_are_dead_and_reaped_when_the_completion_arrives(sandbox: Sandbox) -> None:
+    """The completion is reported as soon as pid 1 has killed and reaped everything the run
+    left behind (it does not wait for the namespaces' teardown): a process that ignores
+    SIGTERM/SIGHUP, hidden below a child subreaper and orphaned twice, and slow to die (96 MiB
+    to free), is already gone (not
+    even a zombie) when run_in_sandbox returns, checked on the same loop before anything else
+    runs (asyncio.run would also wait for the background teardown)."""
+    comm = f"rz{os.getpid() % 100000}{time.monotonic_ns() % 100000}"[:15]
+    script = sandbox.scripts / "leftover.py"
+    script.write_text(
+        f"""#!/usr/bin/python3
+import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+r, w = os.pipe()
+if os.fork() == 0:
+    if os.fork() == 0:
+        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(s, signal.SIG_IGN)
+        os.setsid()
+        null = os.open("/dev/null", os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)  # detached like a daemon: holds no output pipe open
+        libc.prctl(15, b"{comm}", 0, 0, 0)  # PR_SET_NAME
+        ballast = b"x" * (96 << 20)  # its exit takes a while: a late kill would be seen
+        os.write(w, b"x")
+        time.sleep(60)
+        os._exit(0)
+    os._exit(0)
+os.read(r, 1)
+os.wait()  # the middle child; the grandchild is now this process's (subreaper)
+print("left", flush=True)
+"""
+    )
+    out: list[bytes] = []
+
+    async def collect(stream: int, data: bytes) -> None:
+        out.append(data)
+
+    async def discard(stream: int, data: bytes) -> None:
+        return None
+
+    async def run() -> tuple[str, list[int]]:
+        fd = os.open(script, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if sandbox.warm:
+                await run_in_sandbox(sandbox.spec(), discard)
+            outcome = await run_in_sandbox(sandbox.spec(argv=["leftover.py"], script_fd=fd),
+                                           collect)  # fmt: skip
+            return outcome.status, _host_pids_named(comm)
+        finally:
+            os.close(fd)
+
+    status, left = asyncio.run(run())
+    assert status == "success" and b"".join(out) == b"left\n"
+    assert left == []

@@ -28,7 +28,6 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-V1_ROOT = "/sys/fs/cgroup"
 V1_DIR = "roboz-sandbox"
 V2_PREFIX = "run-"
 
@@ -166,10 +165,18 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+_owner_tag: tuple[int, str] = (0, "")
+
+
 def owner_tag() -> str:
     """``<pid>@<start time>@``: names a run cgroup after the helper process that made it, so
-    that start-up reclamation never touches the runs of another live helper on the host."""
-    return f"{os.getpid()}@{_start_time(os.getpid())}@"
+    that start-up reclamation never touches the runs of another live helper on the host.
+    Read once per process (a forked child has its own pid, so it reads its own)."""
+    global _owner_tag
+    pid = os.getpid()
+    if _owner_tag[0] != pid:
+        _owner_tag = (pid, f"{pid}@{_start_time(pid)}@")
+    return _owner_tag[1]
 
 
 def _owner_alive(name: str) -> bool:
@@ -237,9 +244,6 @@ class RunCgroup:
         with contextlib.suppress(OSError):
             _write(f"{mem}/memory.swappiness", "0")
 
-    def can_rename(self) -> bool:
-        return self.be.version == 1  # cgroup v2 directories cannot be renamed
-
     def rename(self, name: str) -> None:
         """v1 only: give a pooled cgroup (already holding a warm pid 1) the run's name."""
         new = {ctrl: os.path.join(os.path.dirname(d), name) for ctrl, d in self.dirs.items()}
@@ -262,9 +266,12 @@ class RunCgroup:
             for d in self.dirs.values()
         ]
 
-    def pids(self) -> list[int]:
+    def pids(self, first_only: bool = False) -> list[int]:
+        """The processes in the run's cgroup(s). ``first_only``: read one v1 hierarchy (the
+        run's processes join all of them, so each lists the same ones)."""
         out: set[int] = set()
-        for d in self.dirs.values():
+        dirs = list(self.dirs.values())
+        for d in dirs[:1] if first_only else dirs:
             with contextlib.suppress(OSError):
                 out.update(int(p) for p in _read(os.path.join(d, "cgroup.procs")).split())
         return sorted(out)

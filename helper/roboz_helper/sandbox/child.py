@@ -209,6 +209,9 @@ def _prepare_init(plan: ChildPlan, alive_r: int) -> None:
     # without CAP_SYS_PTRACE) and securebits locked (inherited by the run too).
     privileges.set_not_dumpable()
     privileges.lock_securebits()
+    # pid 1 never execs, so an empty bounding set takes nothing from it; dropped here, ahead
+    # of the request, it costs the run nothing (the run process drops it again, a no-op).
+    privileges.drop_bounding_set()
 
 
 def _fork_warm_run(shape: ChildPlan, receive: RecvPlan) -> WarmRun:
@@ -268,7 +271,6 @@ def _run_init(
         # ptrace, so nothing it does can reach pid 1 in between.
         os.read(exec_r, 1)
         os.close(exec_r)
-        privileges.drop_bounding_set()
         if plan.rootless:
             privileges.clear_capabilities()
         else:
@@ -281,6 +283,7 @@ def _run_init(
     except BaseException as exc:
         _report(plan.setup_w, "init", exc)
     status = _reap_until(pid)
+    _kill_and_reap_the_rest()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_us = int((usage.ru_utime + usage.ru_stime) * 1_000_000)
     try:
@@ -342,6 +345,24 @@ def _reap_until(main_pid: int) -> int:
             return 0x7F00  # no children at all: should not happen
         if pid == main_pid:
             return status
+
+
+def _kill_and_reap_the_rest() -> None:
+    """pid 1, once the run's main process has ended: SIGKILL every other process of the
+    namespace and reap them all. Every one of them is pid 1's child by then (orphans are
+    reparented to the namespace's init before their parent's exit is reported), so ECHILD
+    means nothing of the run is left and the status written next can be reported at once,
+    without waiting for the kernel to tear the namespaces down after pid 1's own exit. All of
+    them run under the run's uid (no capabilities, no_new_privs), so the kill is permitted."""
+    with contextlib.suppress(OSError):
+        os.kill(-1, signal.SIGKILL)  # from a namespace's init: all of it but pid 1 itself
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return
 
 
 def _run_setup(plan: ChildPlan) -> None:

@@ -91,7 +91,8 @@ class SystemLayout:
 
 
 _layout: SystemLayout | None = None
-LAYOUT_TTL_S = 30.0
+# The tests shorten it (ROBOZ_SANDBOX_TEMPLATE_TTL_S) to see a rebuilt template's effect.
+LAYOUT_TTL_S = float(os.environ.get("ROBOZ_SANDBOX_TEMPLATE_TTL_S", "30"))
 
 
 def system_layout() -> SystemLayout:

@@ -1,4 +1,4 @@
-"""Dropping every privilege of the run before exec (python-prctl plus two raw prctl calls).
+"""Dropping every privilege of the run before exec (python-prctl, raw prctl and capset calls).
 
 Order matters and is enforced here:
 1. securebits NOROOT, KEEP_CAPS off, NO_SETUID_FIXUP off, no ambient raise -- each *locked*,
@@ -18,6 +18,8 @@ import ctypes
 import os
 
 import prctl
+
+from . import syscalls as sc
 
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_CAPBSET_DROP = 24
@@ -67,21 +69,27 @@ def drop_bounding_set() -> None:
 
 
 def clear_capabilities() -> None:
+    # Raw calls (one capset for three sets, a plain read to verify): in a freshly forked
+    # child, python-prctl's three cap_*.limit() and a text-mode file cost ~0.3 ms more.
     _raw_prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
-    prctl.cap_inheritable.limit()
-    prctl.cap_effective.limit()
-    prctl.cap_permitted.limit()
+    sc.capset_clear()
     verify_no_capabilities()
 
 
 def verify_no_capabilities() -> None:
     """Read back all five sets from the kernel; anything left is an error."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(("CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:")):
-                _, value = line.split()
-                if int(value, 16) != 0:
-                    raise PermissionError(f"capabilities remain after dropping them: {line}")
+    fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 8192):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    for line in b"".join(chunks).splitlines():
+        if line.startswith((b"CapInh:", b"CapPrm:", b"CapEff:", b"CapBnd:", b"CapAmb:")):
+            _, value = line.split()
+            if int(value, 16) != 0:
+                raise PermissionError(f"capabilities remain after dropping them: {line!r}")
 
 
 def become(uid: int, gid: int) -> None:

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import select
 import signal
 import struct
 import time
@@ -33,6 +34,17 @@ OnOutput = Callable[[int, bytes], Awaitable[None]]
 READ_CHUNK = 65536
 KILL_RETRY_S = 1.0
 DRAIN_TIMEOUT_S = 5.0
+# Benchmarks set this to see where a run's time goes: called with the run_id, a phase name and
+# time.monotonic() at "started" (pid 1 has the plan), "output_closed" (every holder of the
+# run's stdout and stderr is gone: the main process has exited), "exited" (pid 1 reported the
+# run's status), "init_exited" (pid 1 gone: after the completion when it reported everything
+# reaped, in another thread).
+phase_hook: Callable[[str, str, float], None] | None = None
+
+
+def _phase(run_id: str, name: str) -> None:
+    if phase_hook is not None:
+        phase_hook(run_id, name, time.monotonic())
 
 
 def exec_target(spec: SandboxSpec, plan: mounts.MountPlan) -> tuple[str, tuple[str, ...]]:
@@ -55,10 +67,10 @@ def exec_target(spec: SandboxSpec, plan: mounts.MountPlan) -> tuple[str, tuple[s
 
 
 class _Run:
-    def __init__(self, spec: SandboxSpec, on_output: OnOutput, cg: cgroups.RunCgroup | None):
+    def __init__(self, spec: SandboxSpec, on_output: OnOutput):
         self.spec = spec
         self.on_output = on_output
-        self.cg = cg
+        self.cg: cgroups.RunCgroup | None = None  # known once the run is started
         self.loop = asyncio.get_running_loop()
         self.reason: str | None = None  # "timeout" | "output" | "cancelled"
         self.pid_a = 0
@@ -69,6 +81,10 @@ class _Run:
         self.expect_pid = True
         self.queue: asyncio.Queue[tuple[int, bytes | None]] = asyncio.Queue()
         self.exited = self.loop.create_future()
+        # Zygote mode: pid 1 wrote the run's status, which it does only once every other
+        # process of the run has been killed and reaped (child._kill_and_reap_the_rest).
+        self.reported = self.loop.create_future()
+        self.early = False  # completed on pid 1's report; pid 1's own exit is awaited later
         self.fds: dict[str, int] = {}
         self.readers: list[int] = []
 
@@ -108,6 +124,9 @@ class _Run:
             self._remove_reader(fd)
             return
         self.status_buf += data
+        if len(self.status_buf) >= self._status_size() and not self.reported.done():
+            _phase(self.spec.run_id, "exited")
+            self.reported.set_result(None)
         if (
             self.expect_pid
             and self.pid_b is None
@@ -121,7 +140,12 @@ class _Run:
             if self.reason is not None:
                 self.kill()
 
+    def _status_size(self) -> int:
+        pid_size = struct.calcsize(child.PID_FORMAT) if self.expect_pid else 0
+        return pid_size + struct.calcsize(child.STATUS_FORMAT)
+
     def _on_exit(self) -> None:
+        _phase(self.spec.run_id, "init_exited")
         self._remove_reader(self.pidfd_a)
         if not self.exited.done():
             self.exited.set_result(None)
@@ -155,6 +179,8 @@ class _Run:
             stream, data = await self.queue.get()
             if data is None:
                 open_streams -= 1
+                if not open_streams:
+                    _phase(self.spec.run_id, "output_closed")
                 continue
             if self.reason is not None:
                 continue  # killed: drop what is still in flight
@@ -170,8 +196,24 @@ class _Run:
             total += len(data)
             await self.on_output(stream, data)
 
+    async def _reaped_by_init(self) -> bool:
+        """Zygote mode, nothing killed: wait for pid 1's report or its death. True when pid 1
+        reported that every process of the run is reaped and the cgroup holds nothing but
+        pid 1 (the report then stands for the whole run; pid 1 itself only has to exit)."""
+        if self.expect_pid or self.reason is not None:
+            return False
+        await asyncio.wait([self.reported, self.exited], return_when=asyncio.FIRST_COMPLETED)
+        if not self.reported.done() or self.reason is not None:
+            return False
+        if self.cg is not None and not set(self.cg.pids(first_only=True)) <= {self.pid_a}:
+            return False
+        self.early = True
+        return True
+
     async def _wait_gone(self) -> None:
         """Until A has exited, pid 1 is gone and the cgroup is empty."""
+        if await self._reaped_by_init():
+            return
         while not self.exited.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self.exited), KILL_RETRY_S)
@@ -208,6 +250,7 @@ class _Run:
             except asyncio.CancelledError:
                 cancelled = True
         self.pid_a, self.pidfd_a, own_child, self.cg = spawn.result()
+        _phase(self.spec.run_id, "started")
         # Direct mode: pidfd_a is the set-up process, which reports pid 1's pid first on the
         # status pipe. Zygote mode: pidfd_a is pid 1 itself.
         self.expect_pid = own_child
@@ -377,6 +420,7 @@ async def _fork_run(
         cg = cgroups.RunCgroup.create(spec.run_id, spec.pids_max, spec.memory_max_bytes)
         procs = cg.open_procs_fds() if cg is not None else []
         try:
+            base["reset_signals"] = child.signals_to_reset()
             plan = child.ChildPlan(cgroup_procs_fds=tuple(procs), **base)
             pid = os.fork()
             if pid == 0:
@@ -419,38 +463,57 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
         "exec_path": exec_path,
         "exec_argv": exec_argv,
         "env": dict(spec.env),
-        "reset_signals": child.signals_to_reset(),
+        "reset_signals": (),  # the zygote fills in its own; direct mode: see _fork_run
     }
     if cgroups.backend() is None and not rootless:
         raise SandboxError("no usable cgroup hierarchy (need v1 pids+memory+freezer or "
                            "delegated v2 memory+pids)")  # fmt: skip
-    run = _Run(spec, on_output, None)
+    run = _Run(spec, on_output)
     try:
         return await run.run(plan_args)
     finally:
         for fd in run.fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
+        init_exiting = -1
+        if run.early and run.pidfd_a >= 0:
+            init_exiting, run.pidfd_a = run.pidfd_a, -1
         for fd in (run.pidfd_a, run.pidfd_b or -1):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        if run.cg is not None:
-            _remove_later(run.cg)
+        if run.cg is not None or init_exiting >= 0:
+            _finish_later(spec.run_id, run.cg, init_exiting)
 
 
-# Removing an emptied v1 cgroup waits for an RCU grace period: ~0.1 ms when runs follow each
-# other, ~10 ms on an otherwise idle machine, which is most of a short run's latency. The run
-# is over and its cgroup empty by the time the outcome exists, so the rmdir need not delay it.
-# asyncio.run waits for the default executor before it returns, and a helper that dies first
-# leaves only an empty cgroup, which reclaim_stale_runs() removes at its next start.
-_pending_removals: set[asyncio.Future[bool]] = set()
+# After the outcome, off the loop: wait for an exiting pid 1 (the kernel tears the run's
+# namespaces down as it exits, ~1 ms that no longer delays the completion), then remove the
+# empty cgroup (an rmdir of a v1 cgroup waits for an RCU grace period: ~0.1 ms when runs
+# follow each other, ~10 ms on an otherwise idle machine). asyncio.run waits for the default
+# executor before it returns, and a helper that dies first leaves only an empty cgroup, which
+# reclaim_stale_runs() removes at its next start.
+_pending_removals: set[asyncio.Future[None]] = set()
 
 
-def _remove_later(cg: cgroups.RunCgroup) -> None:
-    removal = asyncio.get_running_loop().run_in_executor(None, cg.remove)
+def _finish_later(run_id: str, cg: cgroups.RunCgroup | None, init_pidfd: int) -> None:
+    removal = asyncio.get_running_loop().run_in_executor(None, _finish, run_id, cg, init_pidfd)
     _pending_removals.add(removal)
     removal.add_done_callback(_pending_removals.discard)
+
+
+def _finish(run_id: str, cg: cgroups.RunCgroup | None, init_pidfd: int) -> None:
+    if init_pidfd >= 0:
+        try:
+            readable, _, _ = select.select([init_pidfd], [], [], DRAIN_TIMEOUT_S)
+            _phase(run_id, "init_exited")
+            if not readable:  # it only had to exit; make sure it does
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(init_pidfd, signal.SIGKILL)
+        finally:
+            os.close(init_pidfd)
+    if cg is not None:
+        cg.kill_all(DRAIN_TIMEOUT_S)
+        cg.remove()
 
 
 def reclaim_stale_runs() -> None:

@@ -33,6 +33,7 @@ NR = {
     "move_mount": 429,
     "mount_setattr": 442,
     "close_range": 436,
+    "capset": 126,
 }
 
 # unshare(2) / clone(2) flags.
@@ -45,12 +46,9 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 
 # mount(2) flags.
-MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_NOEXEC = 0x8
-MS_REMOUNT = 0x20
-MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 MS_SLAVE = 1 << 19
@@ -167,6 +165,21 @@ def seccomp_set_filter(prog: ctypes.Array[ctypes.c_char], length: int) -> None:
     _check(
         _syscall(NR["seccomp"], ctypes.c_uint(1), ctypes.c_uint(0), ctypes.byref(fprog)), "seccomp"
     )
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+# Two __user_cap_data_struct {effective, permitted, inheritable}: capabilities 0-31, 32-63.
+_NO_CAPS = (ctypes.c_uint32 * 6)()
+
+
+def capset_clear() -> None:
+    """Empty the caller's effective, permitted and inheritable sets in one capset(2)."""
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    _check(_syscall(NR["capset"], ctypes.byref(header), ctypes.byref(_NO_CAPS)), "capset")
 
 
 def close_from(lowfd: int) -> None:

@@ -25,9 +25,6 @@ ENCODER = msgspec.msgpack.Encoder()
 DECODER = msgspec.msgpack.Decoder(child.ChildPlan)
 
 
-plan_fds = child.plan_fds
-
-
 def with_fds(plan: child.ChildPlan, fds: list[int]) -> child.ChildPlan:
     return dataclasses.replace(
         plan,
@@ -50,7 +47,7 @@ def encode_plan(plan: child.ChildPlan) -> bytes:
 def send_plan(sock: socket.socket, plan: child.ChildPlan) -> None:
     """Blocking: header with the plan's descriptors attached, then the body."""
     body = encode_plan(plan)
-    fds = array.array("i", plan_fds(plan))
+    fds = array.array("i", child.plan_fds(plan))
     sock.sendmsg([HEADER.pack(len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
     sock.sendall(body)
 

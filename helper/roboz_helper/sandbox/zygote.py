@@ -75,6 +75,7 @@ class Template:
     def __init__(self) -> None:
         self.path: str | None = None
         self.built_at = 0.0
+        self.generation = 0  # bumped at each rebuild: part of a warm pid 1's shape
         try:
             # Our own mount namespace, a slave of the host's: host mounts still show up here,
             # nothing we mount shows up there.
@@ -101,6 +102,7 @@ class Template:
             return None
         self.path = TEMPLATE_AT
         self.built_at = time.monotonic()
+        self.generation += 1
         return self.path
 
 
@@ -165,19 +167,22 @@ def _start_warm(warm: Warm, plan: child.ChildPlan) -> tuple[int, int] | None:
     return warm.pid, warm.pidfd
 
 
-def shape_key(plan: child.ChildPlan) -> bytes:
-    """Everything a warm pid 1 has already acted on; runs differing only in argv, env, script,
-    limits enforced later (rlimits, cgroup, deadline, output) share a shape."""
+def shape_key(plan: child.ChildPlan, template_generation: int) -> bytes:
+    """Everything a warm pid 1 has already acted on, including which build of the system
+    template its root was cloned from (a rebuilt template makes every warm pid 1 stale);
+    runs differing only in argv, env, script, limits enforced later (rlimits, cgroup,
+    deadline, output) share a shape."""
     mounts_shape = dataclasses.replace(plan.mounts, script_path=None, script_bytes=None)
-    return ENCODER.encode((mounts_shape, plan.uid, plan.gid, plan.network, plan.rootless))
+    return ENCODER.encode(
+        (mounts_shape, plan.uid, plan.gid, plan.network, plan.rootless, template_generation)
+    )
 
 
 class Forker:
     """Forks pid 1 of a new pid namespace: ``unshare(CLONE_NEWPID)``, fork, ``setns`` back
     (so that the following fork gets a fresh namespace again)."""
 
-    def __init__(self, helper_sock: socket.socket) -> None:
-        self.helper_sock = helper_sock
+    def __init__(self) -> None:
         self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         # Children get the read end; we hold the write end for life (EOF = we are gone).
         self.alive_r, self._alive_w = os.pipe2(os.O_CLOEXEC)
@@ -249,7 +254,8 @@ def serve(sock: socket.socket) -> None:
     for the same shape, so that the next request with that shape only has to hand it the
     run's plan and descriptors. At most one is kept; another shape or age discards it."""
     me = os.getpid()
-    forker = Forker(sock)
+    reset_signals = child.signals_to_reset()  # the zygote's dispositions never change
+    forker = Forker()
     template = Template()
     warm: Warm | None = None
     while True:
@@ -275,11 +281,11 @@ def serve(sock: socket.socket) -> None:
             plan = dataclasses.replace(
                 plan,
                 helper_pid=me,
-                reset_signals=child.signals_to_reset(),
+                reset_signals=reset_signals,
                 mounts=dataclasses.replace(plan.mounts, template=template.current()),
             )
             network.prepare(plan.network)
-            key = shape_key(plan)
+            key = shape_key(plan, template.generation)
             started: tuple[int, int] | None = None
             if warm is not None:
                 if warm.usable(key):

@@ -1,5 +1,11 @@
 """The helper's handle on its zygote (see zygote.py): started on first use, restarted if it
-died, one request at a time."""
+died, one request at a time.
+
+Nothing here blocks the helper's event loop on the zygote: the plan (up to a 4 MiB script)
+is sent as the socket accepts it and the reply awaited, and a dead zygote is reaped in a
+thread, so a zygote that stalls delays only the runs waiting for it, never the other clients.
+Starting the zygote (fork and exec of the interpreter) stays on the loop's thread on purpose:
+PR_SET_PDEATHSIG ties the zygote to the thread that forked it (see README)."""
 
 from __future__ import annotations
 
@@ -12,7 +18,8 @@ import subprocess
 import sys
 
 from . import child
-from .transport import HEADER, REPLY, send_plan
+from .child import plan_fds
+from .transport import HEADER, REPLY, encode_plan
 
 
 class Zygote:
@@ -36,7 +43,11 @@ class Zygote:
                 env={
                     "PATH": "/usr/bin:/bin",
                     "PYTHONPATH": path,
-                    "ROBOZ_SANDBOX_POOL": os.environ.get("ROBOZ_SANDBOX_POOL", "1"),
+                    **{
+                        name: os.environ[name]
+                        for name in ("ROBOZ_SANDBOX_POOL", "ROBOZ_SANDBOX_TEMPLATE_TTL_S")
+                        if name in os.environ
+                    },
                 },
             )
         finally:
@@ -44,15 +55,16 @@ class Zygote:
         ours.setblocking(False)
         self.sock = ours
 
-    def _stop(self) -> None:
+    def _stop(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.sock is not None:
             self.sock.close()
             self.sock = None
         if self.proc is not None:
             with contextlib.suppress(OSError):
                 self.proc.kill()
-            with contextlib.suppress(Exception):
-                self.proc.wait(1)
+            reaping = loop.run_in_executor(None, self.proc.wait)
+            _reaping.add(reaping)
+            reaping.add_done_callback(_reaping.discard)
             self.proc = None
 
     def _lock_for(self, loop: asyncio.AbstractEventLoop) -> asyncio.Lock:
@@ -68,12 +80,12 @@ class Zygote:
         async with self._lock_for(loop):
             for attempt in (1, 2):
                 if self.sock is None or self.proc is None or self.proc.poll() is not None:
-                    self._stop()
+                    self._stop(loop)
                     self._start()
                 try:
                     return await self._request(loop, plan)
                 except (EOFError, BrokenPipeError, ConnectionError):
-                    self._stop()
+                    self._stop(loop)
                     if attempt == 2:
                         raise OSError("the sandbox zygote died") from None
         raise AssertionError("unreachable")
@@ -83,11 +95,7 @@ class Zygote:
     ) -> tuple[int, int]:
         assert self.sock is not None
         sock = self.sock
-        sock.setblocking(True)
-        try:
-            send_plan(sock, plan)
-        finally:
-            sock.setblocking(False)
+        await self._send(loop, sock, plan)
         data, anc = await self._recv(loop, sock, REPLY.size)
         (pid,) = REPLY.unpack(data)
         if pid < 0:
@@ -102,6 +110,22 @@ class Zygote:
         return pid, pidfds[0]
 
     @staticmethod
+    async def _send(
+        loop: asyncio.AbstractEventLoop, sock: socket.socket, plan: child.ChildPlan
+    ) -> None:
+        """``transport.send_plan`` without blocking: the header carries the descriptors."""
+        body = encode_plan(plan)
+        header = HEADER.pack(len(body))
+        fds = array.array("i", plan_fds(plan))
+        while True:
+            try:
+                sent = sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+                break
+            except BlockingIOError:
+                await _ready(loop, sock, writable=True)
+        await loop.sock_sendall(sock, header[sent:] + body)
+
+    @staticmethod
     async def _recv(
         loop: asyncio.AbstractEventLoop, sock: socket.socket, n: int
     ) -> tuple[bytes, list[int]]:
@@ -113,12 +137,7 @@ class Zygote:
                     n - len(buf), socket.CMSG_SPACE(4 * 4), socket.MSG_CMSG_CLOEXEC
                 )
             except BlockingIOError:
-                ready: asyncio.Future[None] = loop.create_future()
-                loop.add_reader(sock.fileno(), _resolve, ready)
-                try:
-                    await ready
-                finally:
-                    loop.remove_reader(sock.fileno())
+                await _ready(loop, sock, writable=False)
                 continue
             if not data:
                 raise EOFError
@@ -134,9 +153,29 @@ class Zygote:
 _ENTRY = "from roboz_helper.sandbox.zygote import main; main()"
 
 
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
+# Reaping of stopped zygotes in progress (kept referenced until done).
+_reaping: set[asyncio.Future[int]] = set()
+
+
+async def _ready(loop: asyncio.AbstractEventLoop, sock: socket.socket, writable: bool) -> None:
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def resolve() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    fd = sock.fileno()
+    if writable:
+        loop.add_writer(fd, resolve)
+    else:
+        loop.add_reader(fd, resolve)
+    try:
+        await ready
+    finally:
+        if writable:
+            loop.remove_writer(fd)
+        else:
+            loop.remove_reader(fd)
 
 
 _zygote = Zygote()
