@@ -75,7 +75,8 @@ def action_of(message: Message) -> tuple[str, dict[str, Any] | None] | None:
     data = _json_or_text(message.content)
     if not isinstance(data, dict) or not isinstance(data.get("action"), str):
         return None
-    arguments = {k: v for k, v in data.items() if k != "action"}
+    # The rationale is why the LLM chose the action, not an argument of the tool.
+    arguments = {k: v for k, v in data.items() if k not in ("action", "rationale")}
     return data["action"], arguments
 
 
