@@ -174,6 +174,10 @@ def test_wrong_result_ids_are_refused_and_nothing_is_recorded(store: SQLiteThrea
         delta = store.delta_since("t-1", before.continuation_token)
         assert delta.messages_by_idx == {} and delta.status is None
         assert delta.continuation_token == before.continuation_token
+    with pytest.raises(ClientToolError, match="submit them with submit_tool_results"):
+        agent.invoke([Message(role=Role.USER, content="hello?")], thread_id="t-1")
+    delta = store.delta_since("t-1", before.continuation_token)
+    assert delta.messages_by_idx == {} and delta.status is None
     assert endpoint.calls == 1  # no wrong submission reached the LLM
     stop, messages = agent.submit_tool_results("t-1", {"tu_0": ["a.csv"]})  # type: ignore[misc]
     assert stop.value == "ok"

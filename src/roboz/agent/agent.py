@@ -20,7 +20,13 @@ from roboz.agent.goals import GoalCheck, GoalKeeper, declare
 from roboz.agent.graph import ToolGraph
 from roboz.agent.info import describe_agent
 from roboz.agent.mode import AgentMode
-from roboz.agent.request import RunRequest, check_results, merged_scope, record_results
+from roboz.agent.request import (
+    RunRequest,
+    check_results,
+    merged_scope,
+    record_results,
+    refuse_while_waiting,
+)
 from roboz.agent.run import AgentRun
 from roboz.agent.spec import RunSpec
 from roboz.agent.streaming import astream_run, stream_run
@@ -344,29 +350,46 @@ class Agent:
         return await self._run(None, driver, cancel, thread_id, request, dict(results))
 
     def stream(
-        self, messages: list[Message] | None = None, *, thread_id: str | None = None
+        self,
+        messages: list[Message] | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: AnalysisScope | None = None,
+        viewing_context: ClientViewingContext | None = None,
+        goals: Sequence[AgentGoal | Mapping[str, Any]] = (),
+        client_tools: Sequence[ClientToolSpec | Mapping[str, Any]] | None = None,
     ) -> Iterator[Event]:
         """Run on a worker thread and yield its events as they happen (see ``astream``)."""
         cancel = threading.Event()
         self._cancel = cancel
+        request = RunRequest(scope, viewing_context, tuple(goals), tuple(client_tools or ()))
         return stream_run(
             self.event_pipe,
-            lambda cancel: drive(self._run(messages, SyncDriver, cancel, thread_id)),
+            lambda cancel: drive(self._run(messages, SyncDriver, cancel, thread_id, request)),
             cancel,
         )
 
     def astream(
-        self, messages: list[Message] | None = None, *, thread_id: str | None = None
+        self,
+        messages: list[Message] | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: AnalysisScope | None = None,
+        viewing_context: ClientViewingContext | None = None,
+        goals: Sequence[AgentGoal | Mapping[str, Any]] = (),
+        client_tools: Sequence[ClientToolSpec | Mapping[str, Any]] | None = None,
     ) -> AsyncIterator[Event]:
         """Run on the caller's loop and yield its events as they happen: tools started and
         finished, LLM deltas (raw, and LLMProseDelta per text field of the action), user
-        prompts, and last AgentFinished (with the result) or AgentFailed (then the error is
-        raised). Use ``contextlib.aclosing`` to leave early: the run is cancelled."""
+        prompts, and last AgentFinished (with the result: the Stop, or the ClientToolUse the
+        thread waits for) or AgentFailed (then the error is raised). Use
+        ``contextlib.aclosing`` to leave early: the run is cancelled."""
         cancel = threading.Event()
         self._cancel = cancel
+        request = RunRequest(scope, viewing_context, tuple(goals), tuple(client_tools or ()))
         return astream_run(
             self.event_pipe,
-            lambda cancel: self._run(messages, AsyncDriver, cancel, thread_id),
+            lambda cancel: self._run(messages, AsyncDriver, cancel, thread_id, request),
             cancel,
         )
 
@@ -398,24 +421,36 @@ class Agent:
         from roboz.agent.persistence import persisted_conversation
 
         store = self.store
+        if results is None and thread_id is not None:
+            refuse_while_waiting(store, thread_id)
         with persisted_conversation(
             self, messages, thread_id, request.viewing_context
         ) as conversation:
             thread = conversation.thread_id
-            store.set_run_context(thread, request.context())
+            if request.client_tools or request.scope or request.viewing_context:
+                store.set_run_context(thread, request.context())
             tasks, goals = store.get_tasks_and_goals(thread)
-            turn = Turn(scope, request.viewing_context, store, thread, tasks, goals)
+            turn = Turn(
+                scope=scope,
+                viewing_context=request.viewing_context,
+                store=store,
+                thread_id=thread,
+                tasks=tasks,
+                goals=goals,
+            )
             resume = None
             if results is not None:
                 resume = record_results(conversation, offered, results)
+                store.set_run_context(thread, request.context())  # no longer waiting
             result = await self._run_turn(
                 conversation, driver, cancel, turn, request, offered, resume
             )
-            conversation.end_status = (
-                AgentThreadStatus.CLIENT_TOOL_TURN
-                if isinstance(result, ClientToolTurn)
-                else turn.end_status
-            )
+            if isinstance(result, ClientToolTurn):
+                waiting = [use.tool_use_id for use in result.pending]
+                store.set_run_context(thread, request.context(waiting))
+                conversation.end_status = AgentThreadStatus.CLIENT_TOOL_TURN
+            else:
+                conversation.end_status = turn.end_status
             return result
 
     async def _run_turn(

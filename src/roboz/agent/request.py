@@ -24,6 +24,8 @@ from roboz.threads import (
     AnalysisScope,
     ClientToolSpec,
     ClientViewingContext,
+    ThreadNotFoundError,
+    ThreadStore,
 )
 from roboz.tools import Tool
 
@@ -35,9 +37,11 @@ class RunRequest:
     goals: tuple[AgentGoal | Mapping[str, Any], ...] = ()
     client_tools: tuple[ClientToolSpec | Mapping[str, Any], ...] = ()
 
-    def context(self) -> dict[str, Any]:
-        """What a resumed run needs again (goals live on the thread itself)."""
+    def context(self, waiting_for: Sequence[str] = ()) -> dict[str, Any]:
+        """What a resumed run needs again (goals live on the thread itself), and the client
+        tool uses the thread waits for."""
         return {
+            "waiting_for": list(waiting_for),
             "scope": None if self.scope is None else self.scope.model_dump(mode="json"),
             "viewing_context": None
             if self.viewing_context is None
@@ -71,6 +75,19 @@ def merged_scope(
     if template is None or given is None:
         return given if template is None else template
     return template.merge(given)
+
+
+def refuse_while_waiting(store: ThreadStore, thread_id: str) -> None:
+    """A thread waiting for client tool results takes those results before anything else."""
+    try:
+        waiting = store.get_run_context(thread_id).get("waiting_for")
+    except ThreadNotFoundError:
+        return
+    if waiting:
+        raise ClientToolError(
+            f"thread {thread_id!r} waits for the results of client tool uses {waiting}; "
+            "submit them with submit_tool_results before continuing it; nothing was recorded"
+        )
 
 
 def pending_uses(thread: AgentThreadRecord, names: Sequence[str]) -> dict[str, str]:
