@@ -9,7 +9,7 @@ import pytest
 
 import roboz.tools
 from roboz import Agent, tool
-from roboz.agent import AgentConfigurationError, GoalsFailed, declare_goal
+from roboz.agent import AgentConfigurationError, GoalsFailed, ToolExecutionError, declare_goal
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Message, Role, Stop, Str
 from roboz.runtime.events import Event
@@ -165,3 +165,14 @@ def test_a_goal_type_without_a_check_is_refused(store: SQLiteThreadStore) -> Non
     agent = make_agent(store, [], [])
     with pytest.raises(AgentConfigurationError, match="goal type 'unknown' has no check"):
         agent.invoke(list(ASK), thread_id="g-5", goals=[{"goal_type": "unknown"}])
+
+
+def test_a_check_that_raises_ends_the_run_with_a_clear_error(store: SQLiteThreadStore) -> None:
+    def broken(goal: AgentGoal, messages: list[Message], stop: Stop) -> bool:
+        raise KeyError("path")
+
+    agent = make_agent(store, [{"action": "stop", "value": "x"}], [])
+    agent.goal_checks["broken"] = broken
+    with pytest.raises(ToolExecutionError, match="the check of goal 'broken' failed: KeyError"):
+        agent.invoke(list(ASK), thread_id="g-6", goals=[{"goal_type": "broken"}])
+    assert store.get_thread("g-6").status is AgentThreadStatus.USER_TURN

@@ -16,6 +16,8 @@ from roboz.threads import (
     AnalysisScope,
     ClientViewingContext,
     SQLiteThreadStore,
+    deletion_pass,
+    stale_tool_exchanges,
 )
 
 from .conftest import HeldThread
@@ -109,3 +111,10 @@ def test_viewing_context_is_a_block_on_the_users_message(store: SQLiteThreadStor
     for message in stored.messages:
         if message.role is not AgentRole.USER:
             assert not any(isinstance(b, AgentClientContextEntry) for b in message.content)
+    # The deletion pass collapses old tool exchanges, never a user's message: both contexts
+    # stay in the most compressed view.
+    dropped = deletion_pass(stored.messages, stale_tool_exchanges(stored.messages, keep_last=1))
+    assert dropped  # it did compress something
+    view = [dropped.get(i, m) for i, m in enumerate(stored.messages)]
+    kept = [b.context for m in view for b in m.content if isinstance(b, AgentClientContextEntry)]
+    assert kept == [viewing, later]

@@ -102,6 +102,9 @@ class Agent:
     only after their parent. ``default_tools`` run in order whenever a chain ends; for
     STEERABLE and AUTONOMOUS agents ``prompt_llm`` is built internally as the last default.
     ``skills`` are offered on demand; ``auto_loaded_skills`` are loaded at start.
+    ``scope`` is the authored analysis scope (a run's own ``scope=`` overrides it field by
+    field); ``goal_checks`` decide the goals a turn declares, with ``max_goal_prompts``
+    corrective re-prompts before the thread is GOALS_FAILED.
     """
 
     def __init__(

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roboz.agent.errors import AgentConfigurationError
+from roboz.agent.errors import AgentConfigurationError, ToolExecutionError
 from roboz.agent.turn import Turn, current_turn, sequence_numbers, turn_start
 from roboz.models import Message, Role, Stop
 from roboz.runtime.events import Event, emit
@@ -107,7 +107,15 @@ class GoalKeeper:
         missing: list[tuple[AgentThreadGoalRecord, str]] = []
         changed = False
         for record in pending:
-            verdict = self._check(record)(record.goal_data, messages, stop)
+            try:
+                verdict = self._check(record)(record.goal_data, messages, stop)
+            except Exception as error:
+                raise ToolExecutionError(
+                    f"the check of goal {record.goal_type!r} failed: "
+                    f"{type(error).__name__}: {error}",
+                    tool="goals",
+                    messages=messages,
+                ) from error
             if verdict is True:
                 record.status, record.concluded_at = AgentGoalStatus.ACHIEVED, utc_now()
                 changed = True
