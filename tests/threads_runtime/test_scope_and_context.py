@@ -118,3 +118,26 @@ def test_viewing_context_is_a_block_on_the_users_message(store: SQLiteThreadStor
     view = [dropped.get(i, m) for i, m in enumerate(stored.messages)]
     kept = [b.context for m in view for b in m.content if isinstance(b, AgentClientContextEntry)]
     assert kept == [viewing, later]
+
+
+def test_streams_take_the_scope_and_end_on_a_client_tool_use(store: SQLiteThreadStore) -> None:
+    from roboz.agent import ClientToolUse
+    from roboz.runtime.events import AgentFinished
+    from roboz.threads import AgentThreadStatus, ClientToolSpec
+
+    seen.clear()
+    agent = Agent(
+        name="streamer",
+        agent_endpoint=MockLLMEndpoint([{"action": "sync_probe"}, {"action": "pick"}]),
+        tools=[sync_probe, roboz.tools.stop],
+        store=store,
+    )
+    pick = ClientToolSpec(name="pick", description="Pick.", input_schema={"type": "object"})
+    events = list(
+        agent.stream(thread_id="s-1", scope=AnalysisScope(start_time=3), client_tools=[pick])
+    )
+    assert seen == [("sync", AnalysisScope(start_time=3))]
+    finished = events[-1]
+    assert isinstance(finished, AgentFinished) and isinstance(finished.output, ClientToolUse)
+    assert finished.output.tool_name == "pick"
+    assert store.get_thread("s-1").status is AgentThreadStatus.CLIENT_TOOL_TURN
