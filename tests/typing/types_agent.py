@@ -27,4 +27,4 @@ def run() -> None:
     _stop, messages = result
     assert_type(messages[0].role, Role)
     agent.invoke([Message(role=Role.USER, content="hi")])
-    agent.invoke("hello")  # type: ignore[arg-type]
+    agent.invoke("hello")  # type: ignore[call-overload]

@@ -1,6 +1,12 @@
 """Agents: the scheduler loop, modes and run errors."""
 
 from roboz.agent.agent import Agent
+from roboz.agent.client_tools import (
+    ClientToolError,
+    ClientToolResult,
+    ClientToolTurn,
+    ClientToolUse,
+)
 from roboz.agent.errors import (
     AgentCancelledError,
     AgentConfigurationError,
@@ -10,9 +16,13 @@ from roboz.agent.errors import (
     MaxStepsExceededError,
     ToolExecutionError,
 )
+from roboz.agent.goals import GoalCheck, GoalsFailed, declare_goal
 from roboz.agent.mode import AgentMode
+from roboz.agent.tasks import TASK_TOOLS
+from roboz.agent.turn import current_scope, current_viewing_context
 
 __all__ = [
+    "TASK_TOOLS",
     "Agent",
     "AgentCancelledError",
     "AgentConfigurationError",
@@ -20,6 +30,15 @@ __all__ = [
     "AgentReplyError",
     "AgentRunError",
     "ChainConflictError",
+    "ClientToolError",
+    "ClientToolResult",
+    "ClientToolTurn",
+    "ClientToolUse",
+    "GoalCheck",
+    "GoalsFailed",
     "MaxStepsExceededError",
     "ToolExecutionError",
+    "current_scope",
+    "current_viewing_context",
+    "declare_goal",
 ]

@@ -4,18 +4,33 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, overload
 
+from roboz.agent.client_tools import (
+    ClientToolResult,
+    ClientToolTurn,
+    ClientToolUse,
+    client_tools,
+)
 from roboz.agent.current import use_agent
 from roboz.agent.drivers import AsyncDriver, SyncDriver, drive
 from roboz.agent.errors import AgentConfigurationError, AgentRunError
+from roboz.agent.goals import GoalCheck, GoalKeeper, declare
 from roboz.agent.graph import ToolGraph
 from roboz.agent.info import describe_agent
 from roboz.agent.mode import AgentMode
+from roboz.agent.request import (
+    RunRequest,
+    check_results,
+    merged_scope,
+    record_results,
+    refuse_while_waiting,
+)
 from roboz.agent.run import AgentRun
 from roboz.agent.spec import RunSpec
 from roboz.agent.streaming import astream_run, stream_run
+from roboz.agent.turn import Turn, current_turn, sequence_numbers, turn_start, use_turn
 from roboz.agent.user import NoInputUserIO, make_ask_user_tool
 from roboz.llm import EndpointLike
 from roboz.models import Message, Role, Stop
@@ -29,6 +44,13 @@ from roboz.runtime.events import (
     use_pipe,
 )
 from roboz.runtime.io import UserIO, bound_user_io, current_user_io, use_user_io
+from roboz.threads import (
+    AgentGoal,
+    AgentThreadStatus,
+    AnalysisScope,
+    ClientToolSpec,
+    ClientViewingContext,
+)
 from roboz.tools import Skill, Tool
 
 if TYPE_CHECKING:
@@ -80,6 +102,9 @@ class Agent:
     only after their parent. ``default_tools`` run in order whenever a chain ends; for
     STEERABLE and AUTONOMOUS agents ``prompt_llm`` is built internally as the last default.
     ``skills`` are offered on demand; ``auto_loaded_skills`` are loaded at start.
+    ``scope`` is the authored analysis scope (a run's own ``scope=`` overrides it field by
+    field); ``goal_checks`` decide the goals a turn declares, with ``max_goal_prompts``
+    corrective re-prompts before the thread is GOALS_FAILED.
     """
 
     def __init__(
@@ -102,6 +127,9 @@ class Agent:
         max_steps: int = 1000,
         max_repairs: int = 2,
         store: ThreadStore | None = None,
+        scope: AnalysisScope | None = None,
+        goal_checks: Mapping[str, GoalCheck] | None = None,
+        max_goal_prompts: int = 2,
     ) -> None:
         if event_pipe is not None and event_sinks is not None:
             raise AgentConfigurationError(
@@ -133,6 +161,12 @@ class Agent:
         """Thread store persisting every run (one row per message), or None for in memory."""
         self.thread_id: str | None = None
         """The thread of the last persisted run."""
+        self.scope = scope
+        """The authored analysis scope; a run's ``scope=`` overrides it field by field."""
+        self.goal_checks: dict[str, GoalCheck] = dict(goal_checks or {})
+        """The check of each goal type a turn may declare."""
+        self.max_goal_prompts = max_goal_prompts
+        """How often a turn's Stop may be sent back to the LLM because goals are unmet."""
         self._cancel = threading.Event()
         self._driver: SyncDriver | AsyncDriver | None = None
         self._validate()
@@ -177,7 +211,8 @@ class Agent:
         # in the middle of a run when a skill happens to be loaded.
         graph = ToolGraph()
         ask_user = [self.ask_user_tool] if self.ask_user_tool is not None else []
-        graph.add([*self.tools, *self.default_tools, *ask_user])
+        # Tools chained to a client tool are checked when a run brings its client tools.
+        graph.add([*self.tools, *self.default_tools, *ask_user], later_parents=ClientToolResult)
         for skill in self.skills + self.auto_loaded_skills:
             for item in skill.with_prerequisites():
                 graph.add(item.tools, origin=f"skill {item.name!r}")
@@ -188,9 +223,40 @@ class Agent:
                 f"{label}: tool names {sorted(clashes)} clash with prompt_llm or a skill name"
             )
 
+    @overload
     def invoke(
-        self, messages: list[Message] | None = None, *, thread_id: str | None = None
-    ) -> tuple[Stop, list[Message]]:
+        self,
+        messages: list[Message] | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: AnalysisScope | None = None,
+        viewing_context: ClientViewingContext | None = None,
+        goals: Sequence[AgentGoal | Mapping[str, Any]] = (),
+        client_tools: None = None,
+    ) -> tuple[Stop, list[Message]]: ...
+
+    @overload
+    def invoke(
+        self,
+        messages: list[Message] | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: AnalysisScope | None = None,
+        viewing_context: ClientViewingContext | None = None,
+        goals: Sequence[AgentGoal | Mapping[str, Any]] = (),
+        client_tools: Sequence[ClientToolSpec | Mapping[str, Any]],
+    ) -> tuple[Stop, list[Message]] | ClientToolTurn: ...
+
+    def invoke(
+        self,
+        messages: list[Message] | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: AnalysisScope | None = None,
+        viewing_context: ClientViewingContext | None = None,
+        goals: Sequence[AgentGoal | Mapping[str, Any]] = (),
+        client_tools: Sequence[ClientToolSpec | Mapping[str, Any]] | None = None,
+    ) -> tuple[Stop, list[Message]] | ClientToolTurn:
         """Run until a tool returns Stop. Returns the Stop and the full conversation.
 
         Pass ``messages`` to continue an earlier conversation; otherwise the run starts from
@@ -199,12 +265,50 @@ class Agent:
         With a ``store``, the run is persisted as thread ``thread_id`` (a new id when None):
         a new thread starts as above, an existing one continues from its stored conversation
         with ``messages`` (if given) appended. ``thread_id`` names it afterwards.
+
+        ``scope`` (merged over the agent's ``scope``) reaches every tool through
+        ``current_scope()``; ``viewing_context`` is recorded on the user's message; ``goals``
+        are this turn's goals (see ``goal_checks``). ``client_tools`` are offered to the LLM
+        and run by the client: when the LLM calls one, the result is a ``ClientToolTurn``
+        (the thread waits in CLIENT_TOOL_TURN) and ``submit_tool_results`` continues it.
         """
-        return drive(self._run(messages, SyncDriver, threading.Event(), thread_id))
+        request = RunRequest(scope, viewing_context, tuple(goals), tuple(client_tools or ()))
+        return drive(self._run(messages, SyncDriver, threading.Event(), thread_id, request))
+
+    @overload
+    async def ainvoke(
+        self,
+        messages: list[Message] | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: AnalysisScope | None = None,
+        viewing_context: ClientViewingContext | None = None,
+        goals: Sequence[AgentGoal | Mapping[str, Any]] = (),
+        client_tools: None = None,
+    ) -> tuple[Stop, list[Message]]: ...
+
+    @overload
+    async def ainvoke(
+        self,
+        messages: list[Message] | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: AnalysisScope | None = None,
+        viewing_context: ClientViewingContext | None = None,
+        goals: Sequence[AgentGoal | Mapping[str, Any]] = (),
+        client_tools: Sequence[ClientToolSpec | Mapping[str, Any]],
+    ) -> tuple[Stop, list[Message]] | ClientToolTurn: ...
 
     async def ainvoke(
-        self, messages: list[Message] | None = None, *, thread_id: str | None = None
-    ) -> tuple[Stop, list[Message]]:
+        self,
+        messages: list[Message] | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: AnalysisScope | None = None,
+        viewing_context: ClientViewingContext | None = None,
+        goals: Sequence[AgentGoal | Mapping[str, Any]] = (),
+        client_tools: Sequence[ClientToolSpec | Mapping[str, Any]] | None = None,
+    ) -> tuple[Stop, list[Message]] | ClientToolTurn:
         """``invoke`` for async code: the same run, on the caller's event loop.
 
         Async tools and ``acomplete`` endpoints are awaited; sync tools and sync-only
@@ -212,32 +316,83 @@ class Agent:
         flight and ends the run as ``cancel()`` does (AgentFailed is emitted); the task then
         sees CancelledError, as asyncio expects, and ``agent.messages`` keeps the conversation.
         """
-        return await self._run(messages, AsyncDriver, threading.Event(), thread_id)
+        request = RunRequest(scope, viewing_context, tuple(goals), tuple(client_tools or ()))
+        return await self._run(messages, AsyncDriver, threading.Event(), thread_id, request)
+
+    def submit_tool_results(
+        self, thread_id: str, results: Mapping[str, Any]
+    ) -> tuple[Stop, list[Message]] | ClientToolTurn:
+        """Answer the client tool uses thread ``thread_id`` waits for and continue its run.
+
+        ``results`` maps each pending ``tool_use_id`` to what the tool returned (text or
+        JSON). Unknown or missing ids raise ClientToolError and record nothing. The run goes
+        on in this process (the thread's client tools, scope and viewing context are read
+        from the store) and returns like ``invoke``.
+        """
+        return drive(self._submit(thread_id, results, SyncDriver, threading.Event()))
+
+    async def asubmit_tool_results(
+        self, thread_id: str, results: Mapping[str, Any]
+    ) -> tuple[Stop, list[Message]] | ClientToolTurn:
+        """``submit_tool_results`` for async code."""
+        return await self._submit(thread_id, results, AsyncDriver, threading.Event())
+
+    async def _submit(
+        self,
+        thread_id: str,
+        results: Mapping[str, Any],
+        driver: type[SyncDriver] | type[AsyncDriver],
+        cancel: threading.Event,
+    ) -> tuple[Stop, list[Message]] | ClientToolTurn:
+        if self.store is None:
+            raise AgentConfigurationError(
+                f"agent {self.name!r}: submit_tool_results needs a store (Agent(..., store=...))"
+            )
+        request = RunRequest.from_context(self.store.get_run_context(thread_id))
+        check_results(self.store.get_thread(thread_id), request, results)
+        return await self._run(None, driver, cancel, thread_id, request, dict(results))
 
     def stream(
-        self, messages: list[Message] | None = None, *, thread_id: str | None = None
+        self,
+        messages: list[Message] | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: AnalysisScope | None = None,
+        viewing_context: ClientViewingContext | None = None,
+        goals: Sequence[AgentGoal | Mapping[str, Any]] = (),
+        client_tools: Sequence[ClientToolSpec | Mapping[str, Any]] | None = None,
     ) -> Iterator[Event]:
         """Run on a worker thread and yield its events as they happen (see ``astream``)."""
         cancel = threading.Event()
         self._cancel = cancel
+        request = RunRequest(scope, viewing_context, tuple(goals), tuple(client_tools or ()))
         return stream_run(
             self.event_pipe,
-            lambda cancel: drive(self._run(messages, SyncDriver, cancel, thread_id)),
+            lambda cancel: drive(self._run(messages, SyncDriver, cancel, thread_id, request)),
             cancel,
         )
 
     def astream(
-        self, messages: list[Message] | None = None, *, thread_id: str | None = None
+        self,
+        messages: list[Message] | None = None,
+        *,
+        thread_id: str | None = None,
+        scope: AnalysisScope | None = None,
+        viewing_context: ClientViewingContext | None = None,
+        goals: Sequence[AgentGoal | Mapping[str, Any]] = (),
+        client_tools: Sequence[ClientToolSpec | Mapping[str, Any]] | None = None,
     ) -> AsyncIterator[Event]:
         """Run on the caller's loop and yield its events as they happen: tools started and
         finished, LLM deltas (raw, and LLMProseDelta per text field of the action), user
-        prompts, and last AgentFinished (with the result) or AgentFailed (then the error is
-        raised). Use ``contextlib.aclosing`` to leave early: the run is cancelled."""
+        prompts, and last AgentFinished (with the result: the Stop, or the ClientToolUse the
+        thread waits for) or AgentFailed (then the error is raised). Use
+        ``contextlib.aclosing`` to leave early: the run is cancelled."""
         cancel = threading.Event()
         self._cancel = cancel
+        request = RunRequest(scope, viewing_context, tuple(goals), tuple(client_tools or ()))
         return astream_run(
             self.event_pipe,
-            lambda cancel: self._run(messages, AsyncDriver, cancel, thread_id),
+            lambda cancel: self._run(messages, AsyncDriver, cancel, thread_id, request),
             cancel,
         )
 
@@ -247,25 +402,94 @@ class Agent:
         driver: type[SyncDriver] | type[AsyncDriver],
         cancel: threading.Event,
         thread_id: str | None = None,
-    ) -> tuple[Stop, list[Message]]:
+        request: RunRequest | None = None,
+        results: dict[str, Any] | None = None,
+    ) -> tuple[Stop, list[Message]] | ClientToolTurn:
+        request = request or RunRequest()
+        offered = client_tools(request.client_tools)
+        scope = merged_scope(self.scope, request.scope)
         if self.store is None:
             if thread_id is not None:
                 raise AgentConfigurationError(
                     f"agent {self.name!r}: thread_id needs a store (Agent(..., store=...))"
                 )
+            if offered:
+                raise AgentConfigurationError(
+                    f"agent {self.name!r}: client tools need a store: the run waits for their "
+                    "results in its thread (Agent(..., store=...))"
+                )
             conversation = _conversation(messages, self.initial_messages)
-            return await self._run_on(conversation, driver, cancel)
+            turn = Turn(scope=scope, viewing_context=request.viewing_context)
+            return await self._run_turn(conversation, driver, cancel, turn, request, offered)
         from roboz.agent.persistence import persisted_conversation
 
-        with persisted_conversation(self, messages, thread_id) as conversation:
-            return await self._run_on(conversation, driver, cancel)
+        store = self.store
+        if results is None and thread_id is not None:
+            refuse_while_waiting(store, thread_id)
+        with persisted_conversation(
+            self, messages, thread_id, request.viewing_context
+        ) as conversation:
+            thread = conversation.thread_id
+            if request.client_tools or request.scope or request.viewing_context:
+                store.set_run_context(thread, request.context())
+            tasks, goals = store.get_tasks_and_goals(thread)
+            turn = Turn(
+                scope=scope,
+                viewing_context=request.viewing_context,
+                store=store,
+                thread_id=thread,
+                tasks=tasks,
+                goals=goals,
+            )
+            resume = None
+            if results is not None:
+                resume = record_results(conversation, offered, results)
+                store.set_run_context(thread, request.context())  # no longer waiting
+            result = await self._run_turn(
+                conversation, driver, cancel, turn, request, offered, resume
+            )
+            if isinstance(result, ClientToolTurn):
+                waiting = [use.tool_use_id for use in result.pending]
+                store.set_run_context(thread, request.context(waiting))
+                conversation.end_status = AgentThreadStatus.CLIENT_TOOL_TURN
+            else:
+                conversation.end_status = turn.end_status
+            return result
+
+    async def _run_turn(
+        self,
+        conversation: list[Message],
+        driver: type[SyncDriver] | type[AsyncDriver],
+        cancel: threading.Event,
+        turn: Turn,
+        request: RunRequest,
+        offered: list[Tool],
+        resume: tuple[Tool, ClientToolResult] | None = None,
+    ) -> tuple[Stop, list[Message]] | ClientToolTurn:
+        seqs = sequence_numbers(conversation)
+        turn.turn_seq = seqs[turn_start(conversation)] if seqs else 0
+        for goal in request.goals:
+            declare(turn, goal, self.goal_checks)
+        budget = self.max_goal_prompts if self.llm_driven else 0
+        keeper = GoalKeeper(turn, self.goal_checks, budget, self.name)
+        with use_turn(turn):
+            result = await self._run_on(
+                conversation, driver, cancel, offered=offered, goals=keeper, resume=resume
+            )
+        if isinstance(result, ClientToolUse):
+            return ClientToolTurn(turn.thread_id, [result], conversation)
+        return result, conversation
 
     async def _run_on(
         self,
         conversation: list[Message],
         driver: type[SyncDriver] | type[AsyncDriver],
         cancel: threading.Event,
-    ) -> tuple[Stop, list[Message]]:
+        *,
+        offered: Sequence[Tool] = (),
+        goals: GoalKeeper | None = None,
+        resume: tuple[Tool, ClientToolResult] | None = None,
+    ) -> Stop | ClientToolUse:
         self.messages = conversation
         self._cancel = cancel
         # Without its own user_io the agent uses the binding in force (a host's adapter).
@@ -275,7 +499,16 @@ class Agent:
         with use_pipe(self.event_pipe), use_user_io(user_io), use_agent(self):
             self.event_pipe.emit(AgentStarted(agent=self.name, mode=self.mode.value))
             self._driver = run_driver = driver(cancel)
-            run = AgentRun(self.run_spec(), conversation, cancel, run_driver)
+            run = AgentRun(
+                self.run_spec(),
+                conversation,
+                cancel,
+                run_driver,
+                turn=current_turn(),
+                client_tools=offered,
+                goals=goals,
+                resume=resume,
+            )
             try:
                 stop = await run.run()
             except AgentRunError as error:
@@ -290,7 +523,7 @@ class Agent:
                     agent=self.name, output=stop, steps=run.steps, llm_calls=run.llm_calls
                 )
             )
-        return stop, conversation
+        return stop
 
     def run_spec(self) -> RunSpec:
         """This agent's configuration, frozen, as the next run will see it."""

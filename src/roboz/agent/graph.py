@@ -20,8 +20,13 @@ class ToolGraph:
         self.tools: dict[str, Tool] = {}
         self.children: dict[str, list[Tool]] = {}
 
-    def add(self, tools: Iterable[Tool], *, origin: str = "tools") -> None:
-        """Register tools and their chain edges; all checks pass before anything changes."""
+    def add(
+        self, tools: Iterable[Tool], *, origin: str = "tools", later_parents: type | None = None
+    ) -> None:
+        """Register tools and their chain edges; all checks pass before anything changes.
+
+        A tool whose input is ``later_parents`` (or a subclass) may name a parent that is not
+        here yet (a client tool, which comes with a run); its link is checked by the run."""
         new = list(tools)
         names = dict(self.tools)
         for item in new:
@@ -38,6 +43,12 @@ class ToolGraph:
         for item in new:
             for parent_name in item.chained_to:
                 parent = names.get(parent_name)
+                if (
+                    parent is None
+                    and later_parents is not None
+                    and issubclass(item.input_type, later_parents)
+                ):
+                    continue
                 if parent is None:
                     raise AgentConfigurationError(
                         f"tool {item.name!r} is chained to {parent_name!r}, which this agent "

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 
 from pydantic import TypeAdapter
 
+from roboz.agent.client_tools import ClientToolError
 from roboz.agent.errors import AgentConfigurationError
 from roboz.models import Message, Role
 from roboz.runtime.events import Event, LLMDelta, LLMRequested, ToolStarted
@@ -30,6 +31,7 @@ from roboz.threads import (
     AgentRole,
     AgentTextContent,
     AgentThreadStatus,
+    ClientViewingContext,
     RunLease,
     RunRow,
     StoredRunMessage,
@@ -73,7 +75,8 @@ def action_of(message: Message) -> tuple[str, dict[str, Any] | None] | None:
     data = _json_or_text(message.content)
     if not isinstance(data, dict) or not isinstance(data.get("action"), str):
         return None
-    arguments = {k: v for k, v in data.items() if k != "action"}
+    # The rationale is why the LLM chose the action, not an argument of the tool.
+    arguments = {k: v for k, v in data.items() if k not in ("action", "rationale")}
     return data["action"], arguments
 
 
@@ -82,10 +85,15 @@ def _pair(content_type: str, payload: dict[str, Any]) -> list[str]:
 
 
 def thread_row(
-    message: Message, seq: int, previous: tuple[int, Message] | None, runtime_ms: int
+    message: Message,
+    seq: int,
+    previous: tuple[int, Message] | None,
+    runtime_ms: int,
+    viewing_context: ClientViewingContext | None = None,
 ) -> RunRow:
     """The seed-001 view of one RoboZ message at ``seq``, encoded for its row (``previous``
-    pairs tool results with the action that asked for them).
+    pairs tool results with the action that asked for them; ``viewing_context`` becomes a
+    client-context block of a user's message).
 
     Encoded straight to the stored block format (what ``encode_blocks`` writes) rather than
     through the block models: it runs once per message on the hot path of a persisted run.
@@ -94,6 +102,9 @@ def thread_row(
     role = AgentRole.ROBOTO
     if message.role is Role.USER:
         role, pairs = AgentRole.USER, [["text", message.content]]
+        if viewing_context is not None:
+            context = viewing_context.model_dump(mode="json")
+            pairs.append(_pair("client_context", {"context": context}))
     elif message.role is Role.ASSISTANT:
         role, pairs = AgentRole.ASSISTANT, [["text", message.content]]
         action = action_of(message)
@@ -190,6 +201,10 @@ class PersistedConversation(list[Message]):
         self._tool_started: float | None = None
         self._draft: int | None = None  # row of the reply streaming in, if any
         self.agent_name = agent_name
+        self.end_status = AgentThreadStatus.USER_TURN
+        """The thread's status once the run ends (e.g. CLIENT_TOOL_TURN, GOALS_FAILED)."""
+        self.viewing_context: tuple[Message, ClientViewingContext] | None = None
+        """A user's message still to be appended and the context to record on it."""
         self.open = True
         """False once the run ended: later appends stay in memory (pass the list back to
         ``invoke(..., thread_id=...)`` to continue the thread with them)."""
@@ -243,7 +258,10 @@ class PersistedConversation(list[Message]):
             self._drop_draft()  # e.g. the repair exchange: it comes before the reply
         seq = self._next_seq if self._draft is None else self._draft
         previous = (self._seqs[-1], self[-1]) if self else None
-        row = thread_row(message, seq, previous, self._runtime_ms())
+        context = None
+        if self.viewing_context is not None and self.viewing_context[0] is message:
+            context, self.viewing_context = self.viewing_context[1], None
+        row = thread_row(message, seq, previous, self._runtime_ms(), context)
         if self._draft is None:
             written = self.store.append_run_message(self.lease, row, self._changed_extras())
         else:
@@ -281,7 +299,10 @@ class PersistedConversation(list[Message]):
 
 @contextmanager
 def persisted_conversation(
-    agent: Agent, messages: list[Message] | None, thread_id: str | None
+    agent: Agent,
+    messages: list[Message] | None,
+    thread_id: str | None,
+    viewing_context: ClientViewingContext | None = None,
 ) -> Iterator[PersistedConversation]:
     """Open (or create) ``thread_id`` in the agent's store for one run.
 
@@ -290,6 +311,9 @@ def persisted_conversation(
     new messages, except a leading part equal to the stored conversation (a conversation an
     earlier run returned, with messages added): only what follows it is new. The lease is
     released when the run ends, whatever the outcome.
+
+    ``viewing_context`` is recorded as a client-context block on the last user message this
+    run adds (none is recorded when it adds no user message).
     """
     store = agent.store
     if store is None:
@@ -303,8 +327,11 @@ def persisted_conversation(
     start = list(messages if messages is not None else agent.initial_messages)
     initial: list[RunRow] = []
     previous: tuple[int, Message] | None = None
+    users = [m for m in start if m.role is Role.USER]
+    with_context = users[-1] if users and viewing_context is not None else None
     for seq, message in enumerate(start):
-        initial.append(thread_row(message, seq, previous, 0))
+        context = viewing_context if message is with_context else None
+        initial.append(thread_row(message, seq, previous, 0, context))
         previous = (seq, message)
     lease, rows, created = store.open_run(
         thread_id,
@@ -319,11 +346,20 @@ def persisted_conversation(
     agent.thread_id = thread_id
     unsubscribe = agent.event_pipe.subscribe(conversation.on_event)
     try:
+        if not created and viewing_context is not None:
+            new = start[_stored_prefix(loaded, start) :] if messages is not None else start
+            users = [m for m in new if m.role is Role.USER]
+            if users and (messages is not None or not loaded):
+                conversation.viewing_context = (users[-1], viewing_context)
         if not created and messages is not None:
             conversation.extend(start[_stored_prefix(loaded, start) :])
         elif not created and not loaded:  # e.g. a thread a client opened for this run
             conversation.extend(start)
         yield conversation
+    except ClientToolError:
+        # Results that did not fit what the thread waits for: it keeps waiting, nothing added.
+        store.close_run(lease, AgentThreadStatus.CLIENT_TOOL_TURN)
+        raise
     except BaseException as error:
         if conversation._draft is not None:  # the run broke off while a reply streamed
             with contextlib.suppress(Exception):
@@ -336,7 +372,7 @@ def persisted_conversation(
         store.close_run(lease, AgentThreadStatus.USER_TURN, notice)
         raise
     else:
-        store.close_run(lease, AgentThreadStatus.USER_TURN)
+        store.close_run(lease, conversation.end_status)
     finally:
         conversation.open = False
         unsubscribe()

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Sequence
 
+from roboz.agent.client_tools import ClientToolResult, ClientToolUse
 from roboz.agent.drivers import Driver, SyncDriver
 from roboz.agent.errors import (
     AgentCancelledError,
@@ -21,10 +23,12 @@ from roboz.agent.errors import (
     MaxStepsExceededError,
     ToolExecutionError,
 )
+from roboz.agent.goals import GoalKeeper
 from roboz.agent.graph import ChainConflict, ToolGraph
 from roboz.agent.prompting import action_json, parse_action, render_system_prompt
 from roboz.agent.prose import ProseStream
 from roboz.agent.spec import RunSpec
+from roboz.agent.turn import Turn, sequence_numbers
 from roboz.agent.view import ConversationView
 from roboz.llm import LLMReplyError, ProviderRecord
 from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of
@@ -56,13 +60,22 @@ class AgentRun:
         messages: list[Message],
         cancel: threading.Event | None = None,
         driver: Driver | None = None,
+        *,
+        turn: Turn | None = None,
+        client_tools: Sequence[Tool] = (),
+        goals: GoalKeeper | None = None,
+        resume: tuple[Tool, ClientToolResult] | None = None,
     ) -> None:
         self.spec = agent = spec
         self.cancel = cancel or threading.Event()
         self.driver: Driver = driver or SyncDriver(self.cancel)
         self.messages = messages
+        self.turn = turn or Turn()
+        self.client_tools = {t.name: t for t in client_tools}
+        self.goals = goals
+        self._resume = resume
         self.graph = ToolGraph()
-        self.graph.add([*agent.tools, *agent.default_tools])
+        self.graph.add([*client_tools, *agent.tools, *agent.default_tools])
         self.loaded: list[Skill] = []
         self.steps = 0
         self.llm_calls = 0
@@ -81,7 +94,8 @@ class AgentRun:
 
     def actions(self) -> dict[str, Tool]:
         """Active tools the LLM can invoke: listed or loaded tools that are not chained."""
-        active = {t.name: t for t in self.spec.tools if not t.is_chained}
+        active = dict(self.client_tools)
+        active.update({t.name: t for t in self.spec.tools if not t.is_chained})
         for skill in self.loaded:
             active.update({t.name: t for t in skill.tools if not t.is_chained})
         if self.spec.ask_user_tool is not None:
@@ -96,23 +110,34 @@ class AgentRun:
         return {name: t for name, t in self.graph.tools.items() if t.is_chained}
 
     def system_prompt(self) -> str:
-        return render_system_prompt(
+        prompt = render_system_prompt(
             self.spec.system_prompt,
             automatic_tool_prompt=self.spec.automatic_tool_prompt,
             actions=self.actions().values(),
             offered_skills=self.offered_skills().values(),
             loaded_skills=self.loaded,
         )
+        context = self.turn.viewing_context
+        if context is None:
+            return prompt
+        shown = context.model_dump_json(exclude_defaults=True)
+        return f"{prompt}\n\n## What the user is looking at\n{shown}"
 
     # -- the loop ------------------------------------------------------------------------------
 
-    async def run(self) -> Stop:
+    async def run(self) -> Stop | ClientToolUse:
         self.driver.attach()
         try:
+            if self._resume is not None:
+                result = await self.follow(*self._resume)
+                if result is not None and not self._goes_on(result):
+                    return result
             while True:
                 for default in self.defaults:
                     result = await self.run_chain(default, default.input_type(), "default")
                     if result is not None:
+                        if self._goes_on(result):
+                            break  # the LLM was told which goals are missing
                         return result
         except asyncio.CancelledError:
             if self.driver.take_interrupt():  # agent.cancel(), not the task's owner
@@ -121,14 +146,33 @@ class AgentRun:
         finally:
             self.driver.close()
 
-    async def run_chain(self, tool: Tool, value: Empty, trigger: str) -> Stop | None:
-        """Run ``tool`` and whatever its output leads to; Stop ends the run."""
+    def _goes_on(self, result: Stop | ClientToolUse) -> bool:
+        """At a Stop: True when goals of the turn are unmet and the LLM was re-prompted."""
+        if not isinstance(result, Stop) or self.goals is None:
+            return False
+        return self.goals.reprompt(result, self.messages)
+
+    async def follow(self, tool: Tool, output: Empty) -> Stop | ClientToolUse | None:
+        """Continue after ``tool`` produced ``output`` (a client tool's submitted result)."""
+        try:
+            child = self.graph.next_in_chain(tool, output)
+        except ChainConflict as conflict:
+            raise ChainConflictError(str(conflict), messages=self.messages) from None
+        if child is None:
+            return None
+        return await self.run_chain(child, output, "chained")
+
+    async def run_chain(
+        self, tool: Tool, value: Empty, trigger: str
+    ) -> Stop | ClientToolUse | None:
+        """Run ``tool`` and whatever its output leads to; Stop ends the run, and so does a
+        client tool (the run waits for its result)."""
         current, how = tool, trigger
         while True:
             output = await self.execute(current, value, how)
             if output is None:
                 return None  # the tool asked the LLM to try again
-            if isinstance(output, Stop):
+            if isinstance(output, Stop | ClientToolUse):
                 return output
             if isinstance(output, Invoke):
                 target = self.resolve(output, current)
@@ -152,6 +196,17 @@ class AgentRun:
             self.load_skill(skill, announce=True)
             return None
         target = self.actions().get(invoke.action) or self.graph.tools.get(invoke.action)
+        if (
+            target is not None
+            and target.name in self.client_tools
+            and caller is not self._prompt_tool
+        ):
+            raise ToolExecutionError(
+                f"tool {caller.name!r} asked to invoke the client tool {target.name!r}; only "
+                "the LLM calls client tools",
+                tool=caller.name,
+                messages=self.messages,
+            )
         if target is None:
             raise ToolExecutionError(
                 f"tool {caller.name!r} asked to invoke {invoke.action!r}, which this agent "
@@ -176,7 +231,7 @@ class AgentRun:
             f"the run was cancelled after {self.steps} step(s)", messages=self.messages
         )
 
-    async def execute(self, tool: Tool, value: Empty, trigger: str) -> Empty | None:
+    async def execute(self, tool: Tool, value: Empty, trigger: str) -> Empty | ClientToolUse | None:
         await self.driver.pause()
         if self.cancel.is_set():
             raise self.cancelled_error()
@@ -187,6 +242,11 @@ class AgentRun:
                 messages=self.messages,
             )
         name = self.spec.name
+        if self.client_tools.get(tool.name) is tool:
+            # Never run here: the action just recorded is the pending use the client answers.
+            seq = sequence_numbers(self.messages)[-1]
+            arguments = value.model_dump(mode="json", exclude={"truncation"})
+            return ClientToolUse(tool_use_id=f"tu_{seq}", tool_name=tool.name, input=arguments)
         emit(ToolStarted(agent=name, tool=tool.name, trigger=trigger))
         started = time.perf_counter()
         try:

@@ -13,11 +13,12 @@ that was killed, and whoever opens the thread next marks that run interrupted.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -31,6 +32,7 @@ from roboz.threads.record import (
     ThreadOrigin,
     utc_now,
 )
+from roboz.threads.task import AgentTask, AgentThreadGoalRecord
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -389,6 +391,43 @@ class RunStoreMixin:
             if notice is not None:
                 self._insert_message(conn, lease.thread_id, notice, extras=NOTICE)
             self._release(conn, lease.thread_id, status)
+
+    def set_run_context(self, thread_id: str, context: Mapping[str, Any]) -> None:
+        """Keep what a run was started with (client tools, scope, viewing context) on the
+        thread, so a run resumed in another process (after client tool results) has it."""
+        with self._write() as conn:
+            updated = conn.execute(
+                "UPDATE threads SET meta = json_set(meta, '$.run_context', json(?)) "
+                "WHERE thread_id = ?",
+                (json.dumps(dict(context)), thread_id),
+            ).rowcount
+        if not updated:
+            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self.path}")
+
+    def get_run_context(self, thread_id: str) -> dict[str, Any]:
+        """What ``set_run_context`` kept ({} when nothing was)."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT json_extract(meta, '$.run_context') FROM threads WHERE thread_id = ?",
+                (thread_id,),
+            ).fetchone()
+        if row is None:
+            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self.path}")
+        return dict(json.loads(row[0])) if row[0] else {}
+
+    def get_tasks_and_goals(
+        self, thread_id: str
+    ) -> tuple[list[AgentTask], list[AgentThreadGoalRecord]]:
+        """The thread's task list and goals, without reading its messages."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT tasks, goals FROM threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+        if row is None:
+            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self.path}")
+        tasks = [AgentTask.model_validate(t) for t in json.loads(row[0] or "[]")]
+        goals = [AgentThreadGoalRecord.model_validate(g) for g in json.loads(row[1] or "[]")]
+        return tasks, goals
 
     def run_state(self, thread_id: str) -> dict[str, Any]:
         """Who holds the thread's run lease now (``owner`` None when nobody)."""

@@ -4,8 +4,8 @@ the bridge, depends on this rather than on SQLite."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from roboz.threads._ledger import MemoryVersion, RunInfo, SnapshotRecord, TailRow
 from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
@@ -139,6 +139,16 @@ class ThreadStore(Protocol):
     ) -> None: ...
 
     def recover_interrupted(self, thread_id: str) -> None: ...
+
+    # -- what a run was started with, for runs resumed elsewhere (client tools) --------------
+
+    def set_run_context(self, thread_id: str, context: Mapping[str, Any]) -> None: ...
+
+    def get_run_context(self, thread_id: str) -> dict[str, Any]: ...
+
+    def get_tasks_and_goals(
+        self, thread_id: str
+    ) -> tuple[list[AgentTask], list[AgentThreadGoalRecord]]: ...
 
 
 class LibrarianLedger(ThreadStore, Protocol):
