@@ -181,7 +181,10 @@ class RunStoreMixin:
         del owner
         return os.getpid(), _start_time(os.getpid())
 
-    def _owner_alive(self, owner: str, pid: int | None, start: str | None) -> bool:
+    def _owner_alive(self, conn: Conn, owner: str, pid: int | None, start: str | None) -> bool:
+        """Whether ``owner`` (with what ``_take_lease`` recorded) still runs; ``conn`` is the
+        caller's open transaction."""
+        del conn
         return owner_is_alive(owner, pid, start)
 
     def _lease_ended(self, owner: str) -> None:
@@ -200,7 +203,7 @@ class RunStoreMixin:
         owner, pid, start = row
         if owner is None:
             return True
-        if self._owner_alive(owner, pid, start):
+        if self._owner_alive(conn, owner, pid, start):
             return False
         notice = AgentMessage(
             role=AgentRole.ROBOTO,
@@ -236,8 +239,8 @@ class RunStoreMixin:
                 "SELECT lease_owner, lease_pid, lease_start FROM threads WHERE thread_id = ?",
                 (thread_id,),
             ).fetchone()
-        if row is None or row[0] is None or self._owner_alive(*row):
-            return
+            if row is None or row[0] is None or self._owner_alive(conn, *row):
+                return
         with self._write(thread_id) as conn:
             self._recover(conn, thread_id)
 
