@@ -1,7 +1,8 @@
 """Persisted, compressible agent threads with incremental deltas for user interfaces.
 
 The typed thread model (content blocks, messages, thread records, deltas, UI events), the
-compression tiers, a SQLite store, and a bridge that records RoboZ agent runs into threads.
+compression tiers, a SQLite store (and a PostgreSQL one, ``roboz[postgres]``), and a bridge
+that records RoboZ agent runs into threads.
 """
 
 from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
@@ -57,6 +58,7 @@ from roboz.threads.event import (
     AgentToolResultEvent,
     AgentToolUseEvent,
 )
+from roboz.threads.postgres import PostgresThreadStore
 from roboz.threads.record import (
     AgentMessage,
     AgentMessageStatus,
@@ -80,6 +82,10 @@ from roboz.threads.task import (
 
 def _sqlite_store_fits_the_interface(store: SQLiteThreadStore) -> ThreadStore:
     return store  # checked by mypy: SQLiteThreadStore must satisfy ThreadStore
+
+
+def _postgres_store_fits_the_interface(store: PostgresThreadStore) -> ThreadStore:
+    return store  # psycopg is imported when a PostgresThreadStore is made, not here
 
 
 __all__ = [
@@ -124,6 +130,7 @@ __all__ = [
     "MessageGeneratingError",
     "MessageNotFoundError",
     "ModelProfileResponse",
+    "PostgresThreadStore",
     "RobotoThreadReadOnlyException",
     "RunLease",
     "RunRow",

@@ -83,7 +83,7 @@ def _statements(script: str) -> list[str]:
     return [statement for statement in script.split(";") if statement.strip()]
 
 
-def read_version(conn: Any, schema: str) -> int | None:
+def read_version(conn: Any, schema: str, where: str) -> int | None:
     """The schema version recorded in ``schema``, or None when there is no RoboZ schema."""
     row = conn.execute(
         "SELECT to_regclass(%s) IS NOT NULL, to_regnamespace(%s) IS NOT NULL",
@@ -97,8 +97,8 @@ def read_version(conn: Any, schema: str) -> int | None:
             ).fetchone()[0]
         ):
             raise SchemaVersionError(
-                f"schema {schema!r} has tables but no RoboZ thread schema version; refusing "
-                "to use it (name another schema)"
+                f"{where}: schema {schema!r} has tables but no RoboZ thread schema version; "
+                "refusing to use it (name another schema with --schema)"
             )
         return None
     found = conn.execute(f'SELECT max(version) FROM "{schema}".schema_version').fetchone()[0]
@@ -133,7 +133,7 @@ def migrate(conn: Any, schema: str, where: str) -> tuple[int, int]:
     conn.execute("BEGIN")
     try:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_LOCK,))
-        before = read_version(conn, schema)
+        before = read_version(conn, schema, where)
         if before is not None and before > SCHEMA_VERSION:
             check_version(before, where, "")
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')

@@ -105,7 +105,10 @@ def describe(url: str) -> str:
     try:
         params = pg.conninfo.conninfo_to_dict(url)
     except pg.ProgrammingError as error:
-        raise ThreadStoreError(f"not a PostgreSQL URL {url!r}: {_first_line(error)}") from None
+        raise ThreadStoreError(
+            f"not a PostgreSQL URL {redacted(url)!r}: "
+            + _first_line(error).replace(url, redacted(url))
+        ) from None
     host = params.get("host") or "localhost"
     port = params.get("port") or "5432"
     database = params.get("dbname") or params.get("user") or "(default)"
@@ -124,7 +127,8 @@ def connect(url: str, where: str) -> psycopg.Connection[Any]:
         raw: psycopg.Connection[Any] = pg.connect(url, autocommit=True, **_CONNECT)
     except pg.Error as error:
         raise ThreadStoreError(
-            f"cannot connect to {where}: {_first_line(error)}; check the URL and that the "
+            f"cannot connect to {where}: {_first_line(error).replace(url, redacted(url))}; "
+            "check the URL and that the "
             "server is running"
         ) from None
     return raw
@@ -158,7 +162,7 @@ class PostgresThreadStore(ThreadStoreBase):
             hint += f" --schema {schema}"
         try:
             with self._read() as conn:
-                version = read_version(cast(_Connection, conn).raw, schema)
+                version = read_version(cast(_Connection, conn).raw, schema, self._where)
             check_version(version, self._where, hint)
         except (ThreadStoreError, SchemaVersionError):
             self.close()
@@ -170,7 +174,7 @@ class PostgresThreadStore(ThreadStoreBase):
         raw: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         if raw is None or raw.closed or raw.broken:
             raw = connect(self.url, self._where)
-            raw.execute(f'SET search_path TO "{self.schema}"')
+            raw.execute("SELECT set_config('search_path', %s, false)", (f'"{self.schema}"',))
             self._local.conn = raw
             with self._lock:
                 self._opened.append(raw)
