@@ -33,11 +33,22 @@ def find_bindir() -> Path | None:
     return Path(found).resolve().parent if found else None
 
 
+def _as_postgres() -> dict[str, object]:
+    if os.geteuid() != 0:
+        return {}
+    return {"user": "postgres", "group": "postgres", "extra_groups": []}
+
+
 @dataclass
 class Cluster:
-    socket_dir: Path
-    pid: int
+    root: Path
+    bindir: Path
+    pid: int = 0
     _schemas = itertools.count()
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.root / "run"
 
     @property
     def url(self) -> str:
@@ -46,11 +57,29 @@ class Cluster:
     def new_schema(self) -> str:
         return f"t{os.getpid()}_{next(self._schemas)}"
 
+    def run(self, *command: object) -> None:
+        """Run a PostgreSQL program as the cluster's owner."""
+        subprocess.run(
+            [str(part) for part in command],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "LC_ALL": "C.UTF-8"},
+            **_as_postgres(),  # type: ignore[arg-type]
+        )
 
-def _as_postgres() -> dict[str, object]:
-    if os.geteuid() != 0:
-        return {}
-    return {"user": "postgres", "group": "postgres", "extra_groups": []}
+    def start(self) -> None:
+        options = (
+            f"-k {self.socket_dir} -c listen_addresses='' -p {PORT} -c fsync=off "
+            "-c max_connections=200"
+        )
+        data, log = self.root / "data", self.root / "log"
+        self.run(self.bindir / "pg_ctl", "-D", data, "-l", log, "-o", options, "-w", "start")
+        self.pid = int((data / "postmaster.pid").read_text().split()[0])
+
+    def stop(self) -> None:
+        if self.pid:
+            stop(self.pid)
+        self.pid = 0
 
 
 def start_cluster() -> Iterator[Cluster]:
@@ -58,48 +87,18 @@ def start_cluster() -> Iterator[Cluster]:
     if bindir is None:
         raise FileNotFoundError("PostgreSQL is not installed (apt-get install postgresql)")
     root = Path(tempfile.mkdtemp(prefix="roboz-pg-"))
-    data, sockets = root / "data", root / "run"
-    sockets.mkdir()
+    (root / "run").mkdir()
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
-        shutil.chown(sockets, "postgres", "postgres")
-    as_postgres = _as_postgres()
-    env = {**os.environ, "LC_ALL": "C.UTF-8"}
-    pid = 0
+        shutil.chown(root / "run", "postgres", "postgres")
+    cluster = Cluster(root, bindir)
     try:
-        subprocess.run(
-            [
-                bindir / "initdb",
-                "-A",
-                "trust",
-                "--no-sync",
-                "-U",
-                "postgres",
-                "-E",
-                "UTF8",
-                "-D",
-                data,
-            ],
-            check=True,
-            capture_output=True,
-            env=env,
-            **as_postgres,  # type: ignore[arg-type]
-        )
-        options = (
-            f"-k {sockets} -c listen_addresses='' -p {PORT} -c fsync=off -c max_connections=200"
-        )
-        subprocess.run(
-            [bindir / "pg_ctl", "-D", data, "-l", root / "log", "-o", options, "-w", "start"],
-            check=True,
-            capture_output=True,
-            env=env,
-            **as_postgres,  # type: ignore[arg-type]
-        )
-        pid = int((data / "postmaster.pid").read_text().split()[0])
-        yield Cluster(sockets, pid)
+        initdb = [bindir / "initdb", "-A", "trust", "--no-sync", "-U", "postgres", "-E", "UTF8"]
+        cluster.run(*initdb, "-D", root / "data")
+        cluster.start()
+        yield cluster
     finally:
-        if pid:
-            stop(pid)
+        cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -27,7 +28,8 @@ from roboz.threads import (
 from roboz.threads._pg_schema import SCHEMA_VERSION
 from roboz.threads.postgres import PostgresThreadStore, migrate_database
 from tests.cli.helpers import assert_one_line_error, run_cli
-from tests.postgres import CHILD_PRELUDE, Cluster
+from tests.conftest import skip_or_fail
+from tests.postgres import CHILD_PRELUDE, Cluster, find_bindir, start_cluster
 
 
 def test_migrate_creates_the_schema_once_and_then_does_nothing(
@@ -262,3 +264,29 @@ def test_one_run_per_thread_across_processes_and_a_dead_holder_on_another_host_i
             if child.poll() is None:
                 child.kill()
             child.wait()
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[Cluster]:
+    """A cluster of this test's own, free to restart."""
+    if find_bindir() is None:
+        skip_or_fail("PostgreSQL is not installed (apt-get install postgresql)")
+    yield from start_cluster()
+
+
+def test_a_store_outlives_a_server_restart(own_cluster: Cluster) -> None:
+    migrate_database(own_cluster.url)
+    with PostgresThreadStore(own_cluster.url) as store:
+        thread = store.create_thread(org_id="o", created_by="u")
+        store.append_message(thread.thread_id, AgentMessage.text("before"))
+        own_cluster.stop()
+        with pytest.raises(ThreadStoreError, match=f"PostgreSQL at {own_cluster.socket_dir}"):
+            store.append_message(thread.thread_id, AgentMessage.text("while down"))
+        own_cluster.start()
+        store.append_message(thread.thread_id, AgentMessage.text("after"))  # reconnects
+        lease, _, _ = store.open_run(
+            thread.thread_id, org_id="o", created_by="u", created_from_agent_id=None
+        )
+        store.close_run(lease)
+        texts = [m.content[0].text for m in store.get_thread(thread.thread_id).messages]  # type: ignore[union-attr]
+        assert texts == ["before", "after"]

@@ -185,7 +185,14 @@ class PostgresThreadStore(ThreadStoreBase):
         pg = self._psycopg
         raw = self._get()
         try:
-            raw.execute(begin)
+            try:
+                raw.execute(begin)
+            except pg.OperationalError:
+                # A connection the server dropped (a restart, an idle timeout) fails at its
+                # next use; nothing of this transaction was sent yet, so a new one is safe.
+                raw.close()
+                raw = self._get()
+                raw.execute(begin)
             try:
                 if lock is not None:
                     raw.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_WRITE_LOCK, lock))
@@ -235,6 +242,11 @@ class PostgresThreadStore(ThreadStoreBase):
     def _take_lease(self, owner: str) -> tuple[int | None, str | None]:
         with self._lease_lock:
             raw = self._lease_conn
+            if raw is not None and not raw.closed and not raw.broken:
+                try:
+                    raw.execute("SELECT 1")
+                except self._psycopg.OperationalError:
+                    raw.close()  # dropped by the server, with the locks it held
             if raw is None or raw.closed or raw.broken:
                 raw = self._lease_conn = connect(self.url, self._where)
             raw.execute("SELECT pg_advisory_lock(%s)", (_key(owner),))
