@@ -279,11 +279,22 @@ def test_a_store_outlives_a_server_restart(own_cluster: Cluster) -> None:
     with PostgresThreadStore(own_cluster.url) as store:
         thread = store.create_thread(org_id="o", created_by="u")
         store.append_message(thread.thread_id, AgentMessage.text("before"))
+        running = store.create_thread(org_id="o", created_by="u")
+        lease, _, _ = store.open_run(
+            running.thread_id, org_id="o", created_by="u", created_from_agent_id=None
+        )
         own_cluster.stop()
         with pytest.raises(ThreadStoreError, match=f"PostgreSQL at {own_cluster.socket_dir}"):
             store.append_message(thread.thread_id, AgentMessage.text("while down"))
         own_cluster.start()
         store.append_message(thread.thread_id, AgentMessage.text("after"))  # reconnects
+        # The restart dropped the run's lock, but the run lives: it keeps its thread.
+        with PostgresThreadStore(own_cluster.url) as other, pytest.raises(ThreadBusyError):
+            other.open_run(
+                running.thread_id, org_id="o", created_by="u", created_from_agent_id=None
+            )
+        store.append_run_message(lease, RunRow(AgentRole.USER, '[["text", "on"]]', "{}"))
+        store.close_run(lease)
         lease, _, _ = store.open_run(
             thread.thread_id, org_id="o", created_by="u", created_from_agent_id=None
         )

@@ -103,9 +103,12 @@ class StoredRunMessage(NamedTuple):
         )
 
 
+def on_this_host(owner: str) -> bool:
+    return owner.split("|", 1)[0] == _HOST
+
+
 def owner_is_alive(owner: str, pid: int | None, start: str | None) -> bool:
-    host = owner.split("|", 1)[0]
-    if host != _HOST or pid is None:
+    if not on_this_host(owner) or pid is None:
         return True  # another host's process cannot be checked from here: assume it runs
     if _start_time(pid) != start:
         return False

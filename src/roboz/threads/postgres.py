@@ -10,8 +10,9 @@ code, ``_base``); what differs is how it holds its transactions and its run leas
 - A run lease is held by a session-level advisory lock on a connection the store keeps open.
   When the holding process dies, on any host, PostgreSQL ends its session and drops the lock,
   so the next opener sees the holder is gone and marks the run interrupted: a live holder on
-  another host is told apart from a dead one by the database. (A holder on this host is also
-  checked through ``/proc``, which knows of a death before the server does.)
+  another host is told apart from a dead one by the database. (A holder on this host is
+  checked through ``/proc`` instead, which knows of a death before the server does and is
+  not fooled by a server restart, which drops every lock.)
 
 The schema is created and migrated only by ``roboz threads migrate --url URL``.
 """
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any, LiteralString, cast
 
 from roboz.threads._base import ThreadStoreBase
 from roboz.threads._pg_schema import SCHEMA_VERSION, check_version, migrate, read_version
+from roboz.threads._runs import on_this_host
 from roboz.threads._sql import Conn, Cursor
 from roboz.threads.errors import SchemaVersionError, ThreadStoreError
 
@@ -253,10 +255,11 @@ class PostgresThreadStore(ThreadStoreBase):
         return super()._take_lease(owner)
 
     def _owner_alive(self, conn: Conn, owner: str, pid: int | None, start: str | None) -> bool:
-        # A process of this host is checked at once (its session may take a moment to end
-        # after it died); the lock covers every host, including this one.
-        if not super()._owner_alive(conn, owner, pid, start):
-            return False
+        # A process of this host is checked directly: /proc knows of its death before the
+        # server notices its session ended, and a server restart (which drops every lock)
+        # does not make it look dead. Another host's process is alive while its lock is held.
+        if on_this_host(owner):
+            return super()._owner_alive(conn, owner, pid, start)
         key = _key(owner) & 0xFFFFFFFFFFFFFFFF
         (held,) = conn.execute(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
