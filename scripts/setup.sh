@@ -11,13 +11,15 @@ versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(3.11 3.13)
 
 # rg and gio are guarded file commands, bwrap is the sandbox benchmark's baseline, and
-# python-prctl compiles against the libcap headers.
+# python-prctl compiles against the libcap headers; the store suite starts throwaway PostgreSQL
+# clusters (initdb, pg_ctl) to run against the PostgreSQL store as well as SQLite.
 need_apt=()
 command -v rg >/dev/null || need_apt+=(ripgrep)
 command -v gio >/dev/null || need_apt+=(libglib2.0-bin)
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 [ -f /usr/include/sys/capability.h ] || need_apt+=(libcap-dev)
 command -v gcc >/dev/null || need_apt+=(gcc)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         echo "setup: installing ${need_apt[*]}"

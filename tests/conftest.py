@@ -3,13 +3,19 @@
 Tests that need root or kernel namespaces use the ``needs_root`` fixture.  On a developer's
 machine without them they skip; under CI (``CI`` set) a skip would hide an untested security
 claim, so there it fails instead.
+
+Thread-store tests take the ``backend`` fixture (through ``store``) and run once on SQLite and
+once on a throwaway PostgreSQL cluster; a test marked ``sqlite_only`` is about SQLite itself.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
+
+from tests.postgres import Cluster, find_bindir, start_cluster
 
 
 def running_in_ci() -> bool:
@@ -27,3 +33,38 @@ def skip_or_fail(reason: str) -> None:
 def needs_root() -> None:
     if os.geteuid() != 0:
         skip_or_fail("needs root")
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Cluster]:
+    """One throwaway PostgreSQL cluster for the whole session (skips locally without
+    PostgreSQL, fails in CI)."""
+    if find_bindir() is None:
+        skip_or_fail("PostgreSQL is not installed (apt-get install postgresql)")
+    yield from start_cluster()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: Cluster) -> str:
+    return postgres_cluster.url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A test about SQLite's file or its SQL runs on the SQLite store only; every other test of
+    # the `store` fixture runs on both backends.
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec else None
+        if backend == "postgres" and item.get_closest_marker("sqlite_only"):
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

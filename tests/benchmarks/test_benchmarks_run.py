@@ -23,3 +23,17 @@ def test_unknown_benchmarks_are_a_usage_error() -> None:
     )
     assert done.returncode == 2
     assert "unknown benchmark(s): bench_nothing" in done.stderr
+
+
+def test_postgres_benchmark_prints_both_stores(postgres_cluster: object) -> None:
+    # Requesting the cluster fixture makes a missing PostgreSQL a failure in CI, not a skip
+    # hidden inside the benchmark; the benchmark starts a cluster of its own.
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "bench_postgres", "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    for figure in ("append_message: postgres", "append then delta_since:", "4 writers"):
+        assert figure in done.stdout

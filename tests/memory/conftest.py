@@ -1,17 +1,19 @@
-"""Persisted runs use a real SQLite thread store in a file under tmp_path."""
+"""Persisted runs use a real thread store, on each backend: a SQLite file under tmp_path and
+a new schema in the session's PostgreSQL cluster."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from roboz.threads import SQLiteThreadStore
+from tests.postgres import open_store
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteThreadStore]:
-    opened = SQLiteThreadStore(tmp_path / "runs.db")
+def store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    opened = open_store(backend, tmp_path, request)
     yield opened
     opened.close()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,19 +21,26 @@ from roboz.models import Message, Role, Stop, Str
 from roboz.threads import (
     AgentErrorContent,
     AgentThreadStatus,
-    SQLiteThreadStore,
     ThreadBusyError,
 )
+from tests.postgres import CHILD_PRELUDE, execute_raw, store_from_spec, store_spec
 
-CHILD = r"""
+
+@pytest.fixture
+def spec(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """The store of the test (a SQLite file or a PostgreSQL schema), named for a child."""
+    return store_spec(backend, tmp_path, request)
+
+
+CHILD = (
+    CHILD_PRELUDE
+    + r"""
 import json, sys, time
 from pathlib import Path
 import roboz.tools
 from roboz import Agent, tool
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Message, Str
-from roboz.threads import SQLiteThreadStore
-
 db, ready = sys.argv[1], Path(sys.argv[2])
 
 @tool
@@ -54,13 +62,14 @@ Agent(
     agent_endpoint=MockLLMEndpoint(replies),
     tools=[note, hang, roboz.tools.stop],
     initial_messages=["work"],
-    store=SQLiteThreadStore(db),
+    store=store_from_spec(db),
 ).invoke(thread_id="job-1")
 """
+)
 
 
-def start_child(db: Path, ready: Path) -> subprocess.Popen[bytes]:
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(ready)])
+def start_child(db: str, ready: Path) -> subprocess.Popen[bytes]:
+    child = subprocess.Popen([sys.executable, "-c", CHILD, db, str(ready)])
     deadline = time.monotonic() + 30
     while not ready.exists():
         if child.poll() is not None or time.monotonic() > deadline:
@@ -70,7 +79,7 @@ def start_child(db: Path, ready: Path) -> subprocess.Popen[bytes]:
     return child
 
 
-def stopper(store: SQLiteThreadStore) -> Agent:
+def stopper(store: Any) -> Agent:
     return Agent(
         name="worker",
         agent_endpoint=MockLLMEndpoint([{"action": "stop", "value": "resumed"}]),
@@ -79,12 +88,14 @@ def stopper(store: SQLiteThreadStore) -> Agent:
     )
 
 
-def test_sigkilled_run_keeps_every_message_reads_interrupted_and_resumes(tmp_path: Path) -> None:
-    db, ready = tmp_path / "runs.db", tmp_path / "ready"
+def test_sigkilled_run_keeps_every_message_reads_interrupted_and_resumes(
+    tmp_path: Path, spec: str
+) -> None:
+    db, ready = spec, tmp_path / "ready"
     child = start_child(db, ready)
     try:
         committed = json.loads(ready.read_text())  # messages the hanging tool saw
-        with SQLiteThreadStore(db) as store:
+        with store_from_spec(db) as store:
             # Readable at once while it runs, and marked as running.
             live = store.get_thread("job-1")
             assert live.status is AgentThreadStatus.ROBOTO_TURN
@@ -117,12 +128,14 @@ def test_sigkilled_run_keeps_every_message_reads_interrupted_and_resumes(tmp_pat
             child.wait()
 
 
-def test_dead_run_is_recovered_when_resumed_without_reading_first(tmp_path: Path) -> None:
-    db, ready = tmp_path / "runs.db", tmp_path / "ready"
+def test_dead_run_is_recovered_when_resumed_without_reading_first(
+    tmp_path: Path, spec: str
+) -> None:
+    db, ready = spec, tmp_path / "ready"
     child = start_child(db, ready)
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=10)
-    with SQLiteThreadStore(db) as store:
+    with store_from_spec(db) as store:
         stop, _ = stopper(store).invoke(thread_id="job-1")
         assert isinstance(stop, Stop)
         thread = store.get_thread("job-1")
@@ -136,8 +149,8 @@ def test_dead_run_is_recovered_when_resumed_without_reading_first(tmp_path: Path
         assert thread.status is AgentThreadStatus.USER_TURN
 
 
-def test_two_runs_in_one_process_cannot_share_a_thread(tmp_path: Path) -> None:
-    with SQLiteThreadStore(tmp_path / "runs.db") as store:
+def test_two_runs_in_one_process_cannot_share_a_thread(spec: str) -> None:
+    with store_from_spec(spec) as store:
         errors: list[str] = []
 
         @tool
@@ -162,17 +175,13 @@ def test_two_runs_in_one_process_cannot_share_a_thread(tmp_path: Path) -> None:
         assert store.get_thread("shared").status is AgentThreadStatus.USER_TURN
 
 
-def test_a_run_that_lost_its_lease_writes_nothing_more(tmp_path: Path) -> None:
-    import sqlite3
-
-    db = tmp_path / "runs.db"
-    with SQLiteThreadStore(db) as store:
+def test_a_run_that_lost_its_lease_writes_nothing_more(spec: str) -> None:
+    with store_from_spec(spec) as store:
 
         @tool
         def usurp(input: Str, messages: list[Message]) -> Str:
             """Another run takes the thread over behind this one's back."""
-            with sqlite3.connect(db) as raw:
-                raw.execute("UPDATE threads SET lease_owner = 'elsewhere|1|x'")
+            execute_raw(spec, "UPDATE threads SET lease_owner = 'elsewhere|1|x'")
             return Str(value="taken")
 
         agent = Agent(
@@ -184,17 +193,22 @@ def test_a_run_that_lost_its_lease_writes_nothing_more(tmp_path: Path) -> None:
         with pytest.raises(ThreadBusyError, match="no longer holds"):
             agent.invoke(thread_id="taken")
         # The action was committed; the tool's result, written after the takeover, was not.
-        assert len(store.get_thread("taken").messages) == 1
+        # (PostgreSQL sees that the made-up owner holds no session and marks the run
+        # interrupted: that notice is the store's row, not the run's.)
+        messages = store.get_thread("taken").messages
+        written = [m for m in messages if not isinstance(m.content[0], AgentErrorContent)]
+        assert len(written) == 1
+        assert len(messages) == (2 if spec.startswith("postgres:") else 1)
 
 
-STREAMING_CHILD = r"""
+STREAMING_CHILD = (
+    CHILD_PRELUDE
+    + r"""
 import sys, time
 from pathlib import Path
 import roboz.tools
 from roboz import Agent
 from roboz.llm import MockLLMEndpoint
-from roboz.threads import SQLiteThreadStore
-
 db, ready = sys.argv[1], Path(sys.argv[2])
 
 class Stalls(MockLLMEndpoint):
@@ -208,22 +222,23 @@ Agent(
     agent_endpoint=Stalls([]),
     tools=[roboz.tools.stop],
     initial_messages=["work"],
-    store=SQLiteThreadStore(db),
+    store=store_from_spec(db),
 ).invoke(thread_id="job-2")
 """
+)
 
 
-def test_a_reply_streaming_when_killed_is_marked_failed(tmp_path: Path) -> None:
+def test_a_reply_streaming_when_killed_is_marked_failed(tmp_path: Path, spec: str) -> None:
     from roboz.threads import AgentMessageStatus, AgentTextContent
 
-    db, ready = tmp_path / "runs.db", tmp_path / "ready"
-    child = subprocess.Popen([sys.executable, "-c", STREAMING_CHILD, str(db), str(ready)])
+    db, ready = spec, tmp_path / "ready"
+    child = subprocess.Popen([sys.executable, "-c", STREAMING_CHILD, db, str(ready)])
     try:
         deadline = time.monotonic() + 30
         while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
         assert ready.exists(), f"the child never streamed (exit {child.poll()})"
-        with SQLiteThreadStore(db) as store:
+        with store_from_spec(db) as store:
             live = store.get_thread("job-2").messages[-1]
             assert live.status is AgentMessageStatus.GENERATING
             client = store.get_thread("job-2")

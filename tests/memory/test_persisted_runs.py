@@ -89,6 +89,7 @@ def test_resumed_conversation_equals_the_first_run_field_by_field(
     assert seen[0][len(returned)].content == "and now?"
 
 
+@pytest.mark.sqlite_only
 def test_the_thread_view_is_the_same_rows(store: SQLiteThreadStore) -> None:
     run = agent(store, FIRST)
     _, conversation = run.invoke(thread_id="cats-2")
@@ -141,13 +142,13 @@ def test_a_new_thread_id_per_invoke_and_show_agent_info_names_it(
     store: SQLiteThreadStore,
 ) -> None:
     run = agent(store, [{"action": "stop", "value": "a"}, {"action": "stop", "value": "b"}])
-    assert "SQLiteThreadStore" in run.show_agent_info(print_it=False)
+    assert type(store).__name__ in run.show_agent_info(print_it=False)
     run.invoke()
     first = run.thread_id
     run.invoke()
     assert first and run.thread_id and first != run.thread_id
     info = run.show_agent_info(print_it=False)
-    assert str(store.path) in info and run.thread_id in info
+    assert str(getattr(store, "path", "")) in info and run.thread_id in info
     texts = [
         b.text
         for b in store.get_thread(first).messages[0].content
@@ -184,6 +185,7 @@ def test_passing_the_returned_conversation_back_appends_only_what_is_new(
     assert len(store.get_thread("back-1").messages) == len(again) == stored + 3
 
 
+@pytest.mark.sqlite_only
 def test_appending_never_rewrites_earlier_rows(store: SQLiteThreadStore) -> None:
     @tool
     def begin(input: Empty, messages: list[Message]) -> Int:

@@ -1,13 +1,15 @@
-"""A fresh SQLite thread store in a real file under tmp_path."""
+"""A fresh thread store per test, on each backend: a SQLite file under tmp_path and a new
+schema in the session's PostgreSQL cluster."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from roboz.threads import SQLiteThreadStore
+from tests.postgres import open_store
 
 
 @pytest.fixture
@@ -16,7 +18,7 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def store(db_path: Path) -> Iterator[SQLiteThreadStore]:
-    opened = SQLiteThreadStore(db_path)
+def store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    opened = open_store(backend, tmp_path, request)
     yield opened
     opened.close()

@@ -269,6 +269,7 @@ def test_random_histories_reconstruct_exactly(store: SQLiteThreadStore) -> None:
             assert sync(store, clients[i]) == store.get_thread(tid)
 
 
+@pytest.mark.sqlite_only
 def test_changed_messages_are_found_through_the_revision_index(store: SQLiteThreadStore) -> None:
     """A delta reads only what changed: the query must not walk the whole thread."""
     import sqlite3

@@ -204,6 +204,7 @@ def test_unencodable_block_fails_before_writing(store: SQLiteThreadStore) -> Non
     assert store.get_thread(thread_id).messages == []
 
 
+@pytest.mark.sqlite_only
 def test_corrupt_row_is_reported_and_left_in_place(store: SQLiteThreadStore, db_path: Path) -> None:
     thread_id = store.create_thread(org_id="o", created_by="u").thread_id
     store.append_message(thread_id, AgentMessage.text("fine"))

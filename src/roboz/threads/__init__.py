@@ -1,7 +1,8 @@
 """Persisted, compressible agent threads with incremental deltas for user interfaces.
 
 The typed thread model (content blocks, messages, thread records, deltas, UI events), the
-compression tiers, a SQLite store, and a bridge that records RoboZ agent runs into threads.
+compression tiers, a SQLite store (and a PostgreSQL one, ``roboz[postgres]``), and a bridge
+that records RoboZ agent runs into threads.
 """
 
 from roboz.threads._ledger import MemoryVersion, RunInfo, SnapshotRecord, TailRow
@@ -58,6 +59,7 @@ from roboz.threads.event import (
     AgentToolResultEvent,
     AgentToolUseEvent,
 )
+from roboz.threads.postgres import PostgresThreadStore
 from roboz.threads.record import (
     AgentMessage,
     AgentMessageStatus,
@@ -85,6 +87,10 @@ def _sqlite_store_fits_the_interface(store: SQLiteThreadStore) -> ThreadStore:
 
 def _sqlite_store_keeps_the_ledger(store: SQLiteThreadStore) -> LibrarianLedger:
     return store  # checked by mypy: SQLiteThreadStore must satisfy LibrarianLedger
+
+
+def _postgres_store_fits_the_interface(store: PostgresThreadStore) -> ThreadStore:
+    return store  # psycopg is imported when a PostgresThreadStore is made, not here
 
 
 __all__ = [
@@ -131,6 +137,7 @@ __all__ = [
     "MessageGeneratingError",
     "MessageNotFoundError",
     "ModelProfileResponse",
+    "PostgresThreadStore",
     "RobotoThreadReadOnlyException",
     "RunInfo",
     "RunLease",

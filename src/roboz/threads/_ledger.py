@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from roboz.threads._runs import owner_is_alive
 from roboz.threads.record import utc_now
@@ -95,8 +94,10 @@ class LedgerMixin:
 
     if TYPE_CHECKING:
         path: Path
-        _read: Callable[[], AbstractContextManager[sqlite3.Connection]]
-        _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
+        # SQLite's connections (the ledger uses executemany, which the backend-neutral
+        # connection interface leaves out); its writes are per project, not per thread.
+        _read: Callable[[], AbstractContextManager[Any]]
+        _write: Callable[..., AbstractContextManager[Any]]
 
         def recover_interrupted(self, thread_id: str) -> None: ...
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from roboz.threads._sql import Conn
 from roboz.threads.compression import CompressionTier, compressed_view
 from roboz.threads.content import decode_blocks
 from roboz.threads.errors import ContinuationTokenError, CorruptRecordError, ThreadNotFoundError
@@ -48,7 +48,7 @@ def dump_list(items: Sequence[BaseModel]) -> str:
     return json.dumps([item.model_dump(mode="json") for item in items])
 
 
-def thread_row(conn: sqlite3.Connection, thread_id: str) -> tuple[Any, ...]:
+def thread_row(conn: Conn, thread_id: str) -> tuple[Any, ...]:
     row = conn.execute(
         f"SELECT {THREAD_COLUMNS} FROM threads WHERE thread_id = ?", (thread_id,)
     ).fetchone()
@@ -137,9 +137,7 @@ def record_from_row(row: Sequence[Any], *, with_tasks_and_goals: bool) -> AgentT
         raise CorruptRecordError(f"thread {thread_id!r} cannot be decoded: {error}") from error
 
 
-def read_delta(
-    conn: sqlite3.Connection, thread_id: str, continuation_token: str | None
-) -> AgentThreadDelta:
+def read_delta(conn: Conn, thread_id: str, continuation_token: str | None) -> AgentThreadDelta:
     """What changed in ``thread_id`` after the token's revision, read in the caller's snapshot."""
     row = thread_row(conn, thread_id)
     current = int(row[REVISION])
@@ -182,9 +180,7 @@ def read_delta(
     )
 
 
-def read_compressed_view(
-    conn: sqlite3.Connection, thread_id: str, tier: CompressionTier
-) -> list[AgentMessage]:
+def read_compressed_view(conn: Conn, thread_id: str, tier: CompressionTier) -> list[AgentMessage]:
     """The thread at ``tier``, from the originals and stored variants in one snapshot."""
     thread_row(conn, thread_id)
     message_rows = conn.execute(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,7 +36,8 @@ from roboz.threads.task import AgentTask, AgentThreadGoalRecord
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractContextManager
-    from pathlib import Path
+
+    from roboz.threads._sql import Conn
 
 NOTICE = '{"notice": true}'
 """``extras`` of a row the store wrote about a run (e.g. "interrupted"): shown to user
@@ -105,9 +105,12 @@ class StoredRunMessage(NamedTuple):
         )
 
 
+def on_this_host(owner: str) -> bool:
+    return owner.split("|", 1)[0] == _HOST
+
+
 def owner_is_alive(owner: str, pid: int | None, start: str | None) -> bool:
-    host = owner.split("|", 1)[0]
-    if host != _HOST or pid is None:
+    if not on_this_host(owner) or pid is None:
         return True  # another host's process cannot be checked from here: assume it runs
     if _start_time(pid) != start:
         return False
@@ -121,17 +124,22 @@ def owner_is_alive(owner: str, pid: int | None, start: str | None) -> bool:
 
 
 class RunStoreMixin:
-    """The persisted-run half of :class:`~roboz.threads.store.SQLiteThreadStore`."""
+    """The persisted-run half of the thread store (:class:`~roboz.threads._base.ThreadStoreBase`).
+
+    Who holds a lease, and whether that holder still lives, is the backend's to say
+    (``_take_lease``, ``_owner_alive``, ``_lease_ended``); by default the holder is this
+    process, alive while its pid runs with the same start time on this host.
+    """
 
     if TYPE_CHECKING:
-        path: Path
+        _where: str
         read_only: bool
-        _read: Callable[[], AbstractContextManager[sqlite3.Connection]]
-        _write: Callable[[], AbstractContextManager[sqlite3.Connection]]
+        _read: Callable[[], AbstractContextManager[Conn]]
+        _write: Callable[[str], AbstractContextManager[Conn]]
 
         def _insert_message(
             self,
-            conn: sqlite3.Connection,
+            conn: Conn,
             thread_id: str,
             message: AgentMessage,
             content: str | None = None,
@@ -141,12 +149,12 @@ class RunStoreMixin:
         ) -> int: ...
 
         def _allocate(
-            self, conn: sqlite3.Connection, thread_id: str, lease_owner: str | None
+            self, conn: Conn, thread_id: str, lease_owner: str | None
         ) -> tuple[int, int]: ...
 
         def _generating_row(
             self,
-            conn: sqlite3.Connection,
+            conn: Conn,
             thread_id: str,
             sequence_num: int,
             role: AgentRole | None,
@@ -154,7 +162,7 @@ class RunStoreMixin:
 
         def _grow(
             self,
-            conn: sqlite3.Connection,
+            conn: Conn,
             thread_id: str,
             sequence_num: int,
             row: tuple[Any, ...],
@@ -165,7 +173,7 @@ class RunStoreMixin:
 
         def _insert_thread(
             self,
-            conn: sqlite3.Connection,
+            conn: Conn,
             thread_id: str,
             org_id: str,
             created_by: str,
@@ -173,7 +181,22 @@ class RunStoreMixin:
             meta: dict[str, Any],
         ) -> None: ...
 
-    def _recover(self, conn: sqlite3.Connection, thread_id: str) -> bool:
+    def _take_lease(self, owner: str) -> tuple[int | None, str | None]:
+        """What the lease records so others can tell whether ``owner`` still lives."""
+        del owner
+        return os.getpid(), _start_time(os.getpid())
+
+    def _owner_alive(self, conn: Conn, owner: str, pid: int | None, start: str | None) -> bool:
+        """Whether ``owner`` (with what ``_take_lease`` recorded) still runs; ``conn`` is the
+        caller's open transaction."""
+        del conn
+        return owner_is_alive(owner, pid, start)
+
+    def _lease_ended(self, owner: str) -> None:
+        """``owner``'s lease is released (or was never taken): drop what held it."""
+        del owner
+
+    def _recover(self, conn: Conn, thread_id: str) -> bool:
         """Inside a write: if a dead process holds the lease, mark its run interrupted and
         free the thread. True when the thread is free now."""
         row = conn.execute(
@@ -181,11 +204,11 @@ class RunStoreMixin:
             (thread_id,),
         ).fetchone()
         if row is None:
-            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self.path}")
+            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self._where}")
         owner, pid, start = row
         if owner is None:
             return True
-        if owner_is_alive(owner, pid, start):
+        if self._owner_alive(conn, owner, pid, start):
             return False
         notice = AgentMessage(
             role=AgentRole.ROBOTO,
@@ -221,14 +244,14 @@ class RunStoreMixin:
                 "SELECT lease_owner, lease_pid, lease_start FROM threads WHERE thread_id = ?",
                 (thread_id,),
             ).fetchone()
-        if row is None or row[0] is None or owner_is_alive(*row):
-            return
-        with self._write() as conn:
+            if row is None or row[0] is None or self._owner_alive(conn, *row):
+                return
+        with self._write(thread_id) as conn:
             self._recover(conn, thread_id)
 
     def _release(
         self,
-        conn: sqlite3.Connection,
+        conn: Conn,
         thread_id: str,
         status: AgentThreadStatus,
     ) -> None:
@@ -255,53 +278,56 @@ class RunStoreMixin:
         interrupted first.
         """
         owner = f"{_HOST}|{os.getpid()}|{uuid.uuid4().hex}"
-        pid, start = os.getpid(), _start_time(os.getpid())
-        with self._write() as conn:
-            exists = conn.execute(
-                "SELECT origin FROM threads WHERE thread_id = ?", (thread_id,)
-            ).fetchone()
-            created = exists is None
-            if created:
-                meta = {"created_from_agent_id": created_from_agent_id, "visibility": "private"}
-                self._insert_thread(conn, thread_id, org_id, created_by, None, meta)
-                for row in initial:
-                    self._insert_row(conn, thread_id, row, None)
-            else:
-                if exists[0] not in (None, ThreadOrigin.API.value):
-                    from roboz.threads.errors import ThreadReadOnlyError
+        pid, start = self._take_lease(owner)
+        try:
+            with self._write(thread_id) as conn:
+                exists = conn.execute(
+                    "SELECT origin FROM threads WHERE thread_id = ?", (thread_id,)
+                ).fetchone()
+                created = exists is None
+                if created:
+                    meta = {"created_from_agent_id": created_from_agent_id, "visibility": "private"}
+                    self._insert_thread(conn, thread_id, org_id, created_by, None, meta)
+                    for row in initial:
+                        self._insert_row(conn, thread_id, row, None)
+                else:
+                    if exists[0] not in (None, ThreadOrigin.API.value):
+                        from roboz.threads.errors import ThreadReadOnlyError
 
-                    raise ThreadReadOnlyError(
-                        f"thread {thread_id!r} in {self.path} is owned by {exists[0]!r} and "
-                        "refuses new messages"
-                    )
-                if not self._recover(conn, thread_id):
-                    (holder,) = conn.execute(
-                        "SELECT lease_owner FROM threads WHERE thread_id = ?", (thread_id,)
-                    ).fetchone()
-                    host, holder_pid, _ = holder.split("|", 2)
-                    raise ThreadBusyError(
-                        f"thread {thread_id!r} in {self.path} is already being run (by pid "
-                        f"{holder_pid} on {host}); wait for that run to finish"
-                    )
-            conn.execute(
-                "UPDATE threads SET lease_owner = ?, lease_pid = ?, lease_start = ?, "
-                "status = ?, revision = revision + 1, status_revision = revision + 1 "
-                "WHERE thread_id = ?",
-                (owner, pid, start, AgentThreadStatus.ROBOTO_TURN.value, thread_id),
-            )
-            rows = conn.execute(
-                "SELECT seq, extras, thread_id, "
-                "CASE WHEN extras IS NULL THEN role END, CASE WHEN extras IS NULL THEN status END, "
-                "CASE WHEN extras IS NULL THEN created END, "
-                "CASE WHEN extras IS NULL THEN content END "
-                "FROM messages WHERE thread_id = ? ORDER BY seq",
-                (thread_id,),
-            ).fetchall()
+                        raise ThreadReadOnlyError(
+                            f"thread {thread_id!r} in {self._where} is owned by {exists[0]!r} and "
+                            "refuses new messages"
+                        )
+                    if not self._recover(conn, thread_id):
+                        (holder,) = conn.execute(
+                            "SELECT lease_owner FROM threads WHERE thread_id = ?", (thread_id,)
+                        ).fetchone()
+                        host, holder_pid, _ = holder.split("|", 2)
+                        raise ThreadBusyError(
+                            f"thread {thread_id!r} in {self._where} is already being run (by pid "
+                            f"{holder_pid} on {host}); wait for that run to finish"
+                        )
+                conn.execute(
+                    "UPDATE threads SET lease_owner = ?, lease_pid = ?, lease_start = ?, "
+                    "status = ?, revision = revision + 1, status_revision = revision + 1 "
+                    "WHERE thread_id = ?",
+                    (owner, pid, start, AgentThreadStatus.ROBOTO_TURN.value, thread_id),
+                )
+                rows = conn.execute(
+                    "SELECT seq, extras, thread_id, "
+                    "CASE WHEN extras IS NULL THEN role END, "
+                    "CASE WHEN extras IS NULL THEN status END, "
+                    "CASE WHEN extras IS NULL THEN created END, "
+                    "CASE WHEN extras IS NULL THEN content END "
+                    "FROM messages WHERE thread_id = ? ORDER BY seq",
+                    (thread_id,),
+                ).fetchall()
+        except BaseException:
+            self._lease_ended(owner)
+            raise
         return RunLease(thread_id, owner), list(map(StoredRunMessage._make, rows)), created
 
-    def _insert_row(
-        self, conn: sqlite3.Connection, thread_id: str, row: RunRow, lease_owner: str | None
-    ) -> int:
+    def _insert_row(self, conn: Conn, thread_id: str, row: RunRow, lease_owner: str | None) -> int:
         seq, revision = self._allocate(conn, thread_id, lease_owner)
         conn.execute(
             "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
@@ -327,7 +353,7 @@ class RunStoreMixin:
     ) -> int:
         """Commit one finalized message of the run (and refreshed extras of earlier ones,
         e.g. how often a truncated message was shown) in one transaction."""
-        with self._write() as conn:
+        with self._write(lease.thread_id) as conn:
             for seq, text in updated_extras:
                 conn.execute(
                     "UPDATE messages SET extras = ? WHERE thread_id = ? AND seq = ?",
@@ -337,7 +363,7 @@ class RunStoreMixin:
 
     def open_draft(self, lease: RunLease) -> int:
         """Start the row of a reply that streams in (grow it with ``append_blocks``)."""
-        with self._write() as conn:
+        with self._write(lease.thread_id) as conn:
             seq, revision = self._allocate(conn, lease.thread_id, lease.owner)
             conn.execute(
                 "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
@@ -356,13 +382,13 @@ class RunStoreMixin:
     ) -> None:
         """Complete a streamed reply: append ``added`` blocks (the tool use) after the
         streamed text and store the RoboZ message, in one transaction."""
-        with self._write() as conn:
+        with self._write(lease.thread_id) as conn:
             (owner,) = conn.execute(
                 "SELECT lease_owner FROM threads WHERE thread_id = ?", (lease.thread_id,)
             ).fetchone()
             if owner != lease.owner:
                 raise ThreadBusyError(
-                    f"this run no longer holds thread {lease.thread_id!r} in {self.path}; "
+                    f"this run no longer holds thread {lease.thread_id!r} in {self._where}; "
                     "nothing was written"
                 )
             held_row, held = self._generating_row(conn, lease.thread_id, sequence_num, None)
@@ -382,38 +408,44 @@ class RunStoreMixin:
         notice: AgentMessage | None = None,
     ) -> None:
         """Release the lease (when still held), optionally writing a notice row first."""
-        with self._write() as conn:
-            row = conn.execute(
-                "SELECT lease_owner FROM threads WHERE thread_id = ?", (lease.thread_id,)
-            ).fetchone()
-            if row is None or row[0] != lease.owner:
-                return
-            if notice is not None:
-                self._insert_message(conn, lease.thread_id, notice, extras=NOTICE)
-            self._release(conn, lease.thread_id, status)
+        try:
+            with self._write(lease.thread_id) as conn:
+                row = conn.execute(
+                    "SELECT lease_owner FROM threads WHERE thread_id = ?", (lease.thread_id,)
+                ).fetchone()
+                if row is not None and row[0] == lease.owner:
+                    if notice is not None:
+                        self._insert_message(conn, lease.thread_id, notice, extras=NOTICE)
+                    self._release(conn, lease.thread_id, status)
+        finally:
+            self._lease_ended(lease.owner)
 
     def set_run_context(self, thread_id: str, context: Mapping[str, Any]) -> None:
         """Keep what a run was started with (client tools, scope, viewing context) on the
         thread, so a run resumed in another process (after client tool results) has it."""
-        with self._write() as conn:
-            updated = conn.execute(
-                "UPDATE threads SET meta = json_set(meta, '$.run_context', json(?)) "
-                "WHERE thread_id = ?",
-                (json.dumps(dict(context)), thread_id),
-            ).rowcount
-        if not updated:
-            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self.path}")
+        # Read, change and write the metadata in one write transaction: portable SQL, and the
+        # backend's per-thread write lock keeps two writers from losing each other's change.
+        with self._write(thread_id) as conn:
+            row = conn.execute(
+                "SELECT meta FROM threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+            if row is None:
+                raise ThreadNotFoundError(f"no thread {thread_id!r} in {self._where}")
+            meta = json.loads(row[0])
+            meta["run_context"] = dict(context)
+            conn.execute(
+                "UPDATE threads SET meta = ? WHERE thread_id = ?", (json.dumps(meta), thread_id)
+            )
 
     def get_run_context(self, thread_id: str) -> dict[str, Any]:
         """What ``set_run_context`` kept ({} when nothing was)."""
         with self._read() as conn:
             row = conn.execute(
-                "SELECT json_extract(meta, '$.run_context') FROM threads WHERE thread_id = ?",
-                (thread_id,),
+                "SELECT meta FROM threads WHERE thread_id = ?", (thread_id,)
             ).fetchone()
         if row is None:
-            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self.path}")
-        return dict(json.loads(row[0])) if row[0] else {}
+            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self._where}")
+        return dict(json.loads(row[0]).get("run_context") or {})
 
     def get_tasks_and_goals(
         self, thread_id: str
@@ -424,7 +456,7 @@ class RunStoreMixin:
                 "SELECT tasks, goals FROM threads WHERE thread_id = ?", (thread_id,)
             ).fetchone()
         if row is None:
-            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self.path}")
+            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self._where}")
         tasks = [AgentTask.model_validate(t) for t in json.loads(row[0] or "[]")]
         goals = [AgentThreadGoalRecord.model_validate(g) for g in json.loads(row[1] or "[]")]
         return tasks, goals
@@ -437,5 +469,5 @@ class RunStoreMixin:
                 "SELECT lease_owner, lease_pid FROM threads WHERE thread_id = ?", (thread_id,)
             ).fetchone()
         if row is None:
-            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self.path}")
+            raise ThreadNotFoundError(f"no thread {thread_id!r} in {self._where}")
         return {"owner": row[0], "pid": row[1]}

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from roboz.threads.errors import ThreadNotFoundError, ThreadStoreError
+from roboz.threads.errors import ThreadStoreError
 
 
 class Connections:
@@ -47,7 +47,9 @@ class Connections:
         return conn
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self, thread_id: str = "") -> Iterator[sqlite3.Connection]:
+        # One lock for the whole file: writers of different threads queue too.
+        del thread_id
         with self._naming_the_file():
             conn = self.get()
             conn.execute("BEGIN IMMEDIATE")
@@ -87,16 +89,3 @@ class Connections:
         for conn in opened:
             conn.close()
         self._local = threading.local()
-
-
-def bump_revision(conn: sqlite3.Connection, thread_id: str, *tracked: str) -> int:
-    """Raise the thread's revision by one and return it; ``tracked`` names parts
-    (status, title, tasks, goals) whose own change marker moves with it."""
-    sets = "".join(f", {name}_revision = revision + 1" for name in tracked)
-    row = conn.execute(
-        f"UPDATE threads SET revision = revision + 1{sets} WHERE thread_id = ? RETURNING revision",
-        (thread_id,),
-    ).fetchone()
-    if row is None:
-        raise ThreadNotFoundError(f"no thread {thread_id!r}")
-    return int(row[0])
