@@ -29,6 +29,7 @@ from roboz.runtime.events import (
     use_pipe,
 )
 from roboz.runtime.io import UserIO, bound_user_io, current_user_io, use_user_io
+from roboz.runtime.usage import RunUsage, recording_usage
 from roboz.tools import Skill, Tool
 
 if TYPE_CHECKING:
@@ -133,6 +134,8 @@ class Agent:
         """Thread store persisting every run (one row per message), or None for in memory."""
         self.thread_id: str | None = None
         """The thread of the last persisted run."""
+        self.last_usage: RunUsage = RunUsage()
+        """Token usage (and cost, where prices are known) of the last run, finished or not."""
         self._cancel = threading.Event()
         self._driver: SyncDriver | AsyncDriver | None = None
         self._validate()
@@ -277,17 +280,26 @@ class Agent:
             self._driver = run_driver = driver(cancel)
             run = AgentRun(self.run_spec(), conversation, cancel, run_driver)
             try:
-                stop = await run.run()
+                with recording_usage(run.recorder):
+                    stop = await run.run()
             except AgentRunError as error:
-                self.event_pipe.emit(AgentFailed(agent=self.name, error=str(error)))
+                self.last_usage = usage = run.usage
+                self.event_pipe.emit(AgentFailed(agent=self.name, error=str(error), usage=usage))
                 raise
             except asyncio.CancelledError:
                 cancel.set()
-                self.event_pipe.emit(AgentFailed(agent=self.name, error=str(run.cancelled_error())))
+                self.last_usage = usage = run.usage
+                reason = str(run.cancelled_error())
+                self.event_pipe.emit(AgentFailed(agent=self.name, error=reason, usage=usage))
                 raise
+            self.last_usage = usage = run.usage
             self.event_pipe.emit(
                 AgentFinished(
-                    agent=self.name, output=stop, steps=run.steps, llm_calls=run.llm_calls
+                    agent=self.name,
+                    output=stop,
+                    steps=run.steps,
+                    llm_calls=run.llm_calls,
+                    usage=usage,
                 )
             )
         return stop, conversation

@@ -27,7 +27,7 @@ from roboz.agent.prose import ProseStream
 from roboz.agent.spec import RunSpec
 from roboz.agent.view import ConversationView
 from roboz.llm import LLMReplyError, ProviderRecord
-from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of
+from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of, record_usage
 from roboz.models import Empty, Invoke, Message, Role, Stop
 from roboz.models.values import images_of, payload_json
 from roboz.runtime.events import (
@@ -42,6 +42,7 @@ from roboz.runtime.events import (
     current_pipe,
     emit,
 )
+from roboz.runtime.usage import RunUsage, UsageRecorder
 from roboz.tools import Retry, Skill, Tool
 
 PROMPT_LLM = "prompt_llm"
@@ -67,6 +68,7 @@ class AgentRun:
         self.steps = 0
         self.llm_calls = 0
         self.repairs = RepairBudget(agent.max_repairs)
+        self.recorder = UsageRecorder()
         self._system_record: ProviderRecord | None = None
         self._view = ConversationView(agent.endpoint) if agent.endpoint else None
         self.defaults = list(agent.default_tools)
@@ -105,6 +107,12 @@ class AgentRun:
         )
 
     # -- the loop ------------------------------------------------------------------------------
+
+    @property
+    def usage(self) -> RunUsage:
+        """The LLM calls made while ``recording_usage(self.recorder)`` is in force (the
+        agent's own and its tools'; nested agents record into their own)."""
+        return self.recorder.usage()
 
     async def run(self) -> Stop:
         self.driver.attach()
@@ -312,8 +320,10 @@ class AgentRun:
                     completion.text, actions=actions, skills=skills, passive=passive
                 )
             except REPLY_ERRORS as error:
+                record_usage(endpoint, completion, rejected=True)
                 self.reject(completion.text, reason_of(error), model=completion.model)
                 continue
+            record_usage(endpoint, completion)
             break
         messages.append(
             Message.model_construct(
