@@ -22,7 +22,8 @@ from pydantic import TypeAdapter
 
 from roboz.agent.errors import AgentConfigurationError
 from roboz.models import Message, Role
-from roboz.runtime.events import Event, LLMDelta, LLMRequested, ToolStarted
+from roboz.runtime.events import Event, LLMDelta, LLMProseDelta, LLMRequested, ToolStarted
+from roboz.runtime.prose import ProseText, reply_prose
 from roboz.threads import (
     AgentErrorContent,
     AgentMessage,
@@ -98,6 +99,10 @@ def thread_row(
         role, pairs = AgentRole.ASSISTANT, [["text", message.content]]
         action = action_of(message)
         if action is not None:
+            # What a user reads is the action's prose (rationale, text arguments), as it
+            # streams; the arguments themselves are on the tool use.
+            prose = reply_prose(message.content)
+            pairs = [["text", prose]] if prose else []
             use = {"tool_use_id": f"tu_{seq}", "tool_name": action[0], "input": action[1]}
             pairs.append(_pair("tool_use", use))
     elif message.role is Role.TOOL and message.message_kind == "tool_result":
@@ -189,6 +194,7 @@ class PersistedConversation(list[Message]):
         }
         self._tool_started: float | None = None
         self._draft: int | None = None  # row of the reply streaming in, if any
+        self._prose = ProseText()
         self.agent_name = agent_name
         self.open = True
         """False once the run ended: later appends stay in memory (pass the list back to
@@ -207,12 +213,17 @@ class PersistedConversation(list[Message]):
         elif isinstance(event, LLMRequested) and self.open:
             self._drop_draft()  # asked again: the rejected attempt's draft goes
         elif isinstance(event, LLMDelta) and self.open and event.text:
-            # The reply streams into a GENERATING row, so user interfaces watch it grow.
+            # The reply streams into a GENERATING row, so user interfaces watch it grow:
+            # opened on the first raw delta, it grows by the reply's prose (LLMProseDelta).
             if self._draft is None:
                 self._draft = self.store.open_draft(self.lease)
                 self._next_seq = self._draft + 1
-            block = AgentTextContent.model_construct(text=event.text)
-            self.store.append_blocks(self.thread_id, self._draft, [block])
+                self._prose = ProseText()
+        elif isinstance(event, LLMProseDelta) and self._draft is not None and self.open:
+            text = self._prose.add(event.field, event.text)
+            if text:
+                block = AgentTextContent.model_construct(text=text)
+                self.store.append_blocks(self.thread_id, self._draft, [block])
 
     def _drop_draft(self) -> None:
         if self._draft is not None:
@@ -248,7 +259,7 @@ class PersistedConversation(list[Message]):
             written = self.store.append_run_message(self.lease, row, self._changed_extras())
         else:
             # The streamed text stays as it was sent; the tool use is appended after it.
-            added = decode_blocks(row.content)[1:]
+            added = [b for b in decode_blocks(row.content) if not isinstance(b, AgentTextContent)]
             self.store.finish_draft(self.lease, seq, row, added, self._changed_extras())
             written, self._draft = seq, None
         super().append(message)

@@ -23,7 +23,6 @@ from roboz.agent.errors import (
 )
 from roboz.agent.graph import ChainConflict, ToolGraph
 from roboz.agent.prompting import action_json, parse_action, render_system_prompt
-from roboz.agent.prose import ProseStream
 from roboz.agent.spec import RunSpec
 from roboz.agent.view import ConversationView
 from roboz.llm import LLMReplyError, ProviderRecord
@@ -42,6 +41,7 @@ from roboz.runtime.events import (
     current_pipe,
     emit,
 )
+from roboz.runtime.prose import ProseStream
 from roboz.runtime.usage import RunUsage, UsageRecorder
 from roboz.tools import Retry, Skill, Tool
 

@@ -222,3 +222,35 @@ class ProseStream:
                     self._state = _NEXT
                     return i
         return i
+
+
+FIELD_SEPARATOR = "\n\n"
+
+
+class ProseText:
+    """The prose of one reply as a single text, as threads show it: each field's text in
+    the order the fields arrive, a blank line between fields."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._field: str | None = None
+
+    def add(self, field: str, chunk: str) -> str:
+        """Add one LLMProseDelta; returns the text to append (the chunk, after a separator
+        when it starts a new field)."""
+        if not chunk:
+            return ""
+        if field != self._field:
+            if self.text:
+                chunk = FIELD_SEPARATOR + chunk
+            self._field = field
+        self.text += chunk
+        return chunk
+
+
+def reply_prose(reply: str) -> str:
+    """The prose of a whole reply, exactly as its streamed prose deltas add up in ProseText."""
+    prose = ProseText()
+    for field, chunk in ProseStream().feed(reply):
+        prose.add(field, chunk)
+    return prose.text
