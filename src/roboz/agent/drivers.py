@@ -7,7 +7,8 @@ only through its driver: calling a tool, asking the endpoint, and a cooperative 
   never suspends and ``drive`` runs it with a single ``send(None)``: no event loop, no
   thread, no per-step cost beyond a coroutine call. Async tools (and async-only endpoints)
   run on a private loop thread of the run, started on first need and joined at the end.
-- ``AsyncDriver`` awaits async tools and ``acomplete`` on the caller's loop, runs sync tools
+- ``AsyncDriver`` awaits async tools (and a sync tool's async body, ``Tool.afunc``, when it
+  has one) and ``acomplete`` on the caller's loop, runs sync tools
   and sync-only endpoints on a worker thread, and yields to the loop now and then so that a
   long run of instant steps does not starve other tasks.
 """
@@ -126,6 +127,8 @@ class AsyncDriver:
         return True
 
     async def call_tool(self, tool: Tool, value: Empty, messages: list[Message]) -> Any:
+        if tool.afunc is not None:  # the tool's own async body, e.g. on an async client
+            return await self._interruptible(tool.afunc(value, messages))
         if tool.is_async:
             return await self._interruptible(tool.func(value, messages))
         # A thread cannot be interrupted: cancel() lets it finish, keeps its result, and the

@@ -13,7 +13,7 @@ import asyncio
 import inspect
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar, Union, overload
 
@@ -57,10 +57,20 @@ class Tool:
     """Set by tools (like prompt_llm) that append their own conversation message."""
     is_async: bool = field(default=False, repr=False)
     """``func`` is an ``async def``: agents await it on their loop (a private one in invoke)."""
+    afunc: Callable[[Any, list[Message]], Awaitable[Any]] | None = field(default=None, repr=False)
+    """An async body beside a sync ``func``, doing the same on async clients: async runs
+    (``ainvoke``, ``arun``) await it, sync runs call ``func``; neither pays for the other."""
 
     def __post_init__(self) -> None:
         if inspect.iscoroutinefunction(self.func) and not self.is_async:
             object.__setattr__(self, "is_async", True)
+        if self.afunc is not None and (
+            self.is_async or not inspect.iscoroutinefunction(self.afunc)
+        ):
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: afunc is the async body beside a sync func; give an "
+                "async def as afunc and a plain def as func"
+            )
 
     @property
     def is_chained(self) -> bool:
@@ -91,6 +101,8 @@ class Tool:
 
     async def arun(self, input: Empty, messages: list[Message]) -> Empty:
         """Call the tool directly from async code (a sync tool is called as is)."""
+        if self.afunc is not None:
+            return self.checked(await self.afunc(input, messages))
         output = self.func(input, messages)
         return self.checked(await output if self.is_async else output)
 
@@ -146,6 +158,26 @@ class Factory(Generic[C]):
         self.output_types = output_types
         self.chained_to = chained_to
         self.chain_condition = chain_condition
+        self.afunc: Callable[..., Awaitable[Any]] | None = None
+
+    def async_body(self, afunc: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        """Decorate the async twin of this (sync) factory's body: the same signature, on async
+        clients. Tools built from the factory then run it in async runs and the sync body in
+        sync ones. Returns ``afunc`` unchanged, so it stays callable on its own."""
+        label = getattr(afunc, "__qualname__", repr(afunc))
+        if inspect.iscoroutinefunction(self.func) or not inspect.iscoroutinefunction(afunc):
+            raise ToolDefinitionError(
+                f"{label}: async_body pairs an async def with a factory whose body is a plain def"
+            )
+        input_type, output_types = _signature_types(afunc, 3)
+        if (input_type, output_types) != (self.input_type, self.output_types):
+            raise ToolDefinitionError(
+                f"{label}: the async body of {self.name!r} must take and return what the sync "
+                f"body does ({self.input_type.__name__} -> "
+                f"{' | '.join(t.__name__ for t in self.output_types)})"
+            )
+        self.afunc = afunc
+        return afunc
 
     def __call__(self, ctx: C) -> Tool:
         func = self.func
@@ -160,6 +192,13 @@ class Factory(Generic[C]):
         bound: Callable[[Any, list[Message]], Any] = (
             bound_async if inspect.iscoroutinefunction(func) else bound_sync
         )
+        abound: Callable[[Any, list[Message]], Awaitable[Any]] | None = None
+        afunc = self.afunc
+        if afunc is not None:
+
+            async def abound(input: Empty, messages: list[Message]) -> Any:
+                return await afunc(input, messages, ctx)
+
         return Tool(
             name=self.name,
             instruction=self.instruction,
@@ -168,6 +207,7 @@ class Factory(Generic[C]):
             func=bound,
             chained_to=self.chained_to,
             chain_condition=self.chain_condition,
+            afunc=abound,
         )
 
     def __repr__(self) -> str:
