@@ -54,9 +54,9 @@ def render_system_prompt(
         parts.append(TECHNICAL_PROMPT)
         lines = ["## Actions"]
         for item in actions:
+            arguments: type[BaseModel] = item.input_type
             lines.append(
-                f"### {item.name}\n{item.instruction}\nArguments: "
-                f"{argument_schema(item.input_type)}"
+                f"### {item.name}\n{item.instruction}\nArguments: {argument_schema(arguments)}"
             )
         for skill in offered_skills:
             lines.append(

@@ -107,11 +107,11 @@ def check_value(capability: Capability, value: object) -> Tool | Chain | Skill:
             f"{capability.describe()}: a skill label needs a Skill, got {_kind_of(value)}"
         )
     if isinstance(value, Tool):
-        return value
+        return cast(Tool, value)  # any tool: its input and output types are not ours to know
     kind = _kind_of(value)
     if isinstance(value, Sequence) and not isinstance(value, str):
         items: tuple[object, ...] = tuple(cast("Sequence[object]", value))
-        tools = tuple(item for item in items if isinstance(item, Tool))
+        tools = tuple(cast(Tool, item) for item in items if isinstance(item, Tool))
         if tools and len(tools) == len(items):
             return tools
     raise DeploymentError(
