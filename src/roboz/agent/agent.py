@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from roboz.agent.current import use_agent
 from roboz.agent.drivers import AsyncDriver, SyncDriver, drive
@@ -58,20 +58,21 @@ def _conversation(messages: object, initial: Sequence[Message]) -> list[Message]
     of the initial messages. Anything else is refused here, not deep inside the run."""
     if messages is None:
         return list(initial)
-    if not isinstance(messages, list):
+    if not isinstance(messages, list):  # checked at run time for callers who do not type-check
         raise TypeError(
             f"invoke(messages=...) takes the list of Message objects to continue (it is "
             f"extended in place), got {type(messages).__name__}; start a conversation from "
             "text with Agent(initial_messages=[...])"
         )
-    for index, message in enumerate(messages):
+    conversation = cast("list[Message]", messages)
+    for index, message in enumerate(conversation):
         if not isinstance(message, Message):
             raise TypeError(
                 f"invoke(messages=...): item {index} is {type(message).__name__}, not a "
                 "Message; wrap text as Message(role='user', content=...) or pass it as "
                 "Agent(initial_messages=[...])"
             )
-    return messages
+    return conversation
 
 
 class Agent:

@@ -20,9 +20,9 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from roboz.llm import Completion, EndpointLike, ProviderRecord
+from roboz.llm import AsyncEndpointLike, Completion, EndpointLike, ProviderRecord
 from roboz.llm.endpoint import DeltaCallback, complete_in_thread
 from roboz.models import Empty, Message
 from roboz.runtime.offload import in_worker_thread
@@ -64,7 +64,7 @@ class SyncDriver:
         complete = getattr(endpoint, "complete", None)
         if complete is not None:
             return complete(records, on_delta=on_delta, cancel=self._cancel)
-        acomplete = endpoint.acomplete  # type: ignore[attr-defined]
+        acomplete = cast(AsyncEndpointLike, endpoint).acomplete  # an async-only endpoint
         return self._on_loop(lambda: acomplete(records, on_delta=on_delta, cancel=self._cancel))
 
     async def pause(self) -> None:

@@ -14,9 +14,9 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, SupportsIndex
+from typing import TYPE_CHECKING, Any, SupportsIndex, cast
 
 from pydantic import TypeAdapter
 
@@ -72,10 +72,13 @@ def action_of(message: Message) -> tuple[str, dict[str, Any] | None] | None:
     if message.role is not Role.ASSISTANT or message.message_kind != "action":
         return None
     data = _json_or_text(message.content)
-    if not isinstance(data, dict) or not isinstance(data.get("action"), str):
+    if not isinstance(data, dict):
         return None
-    arguments = {k: v for k, v in data.items() if k != "action"}
-    return data["action"], arguments
+    fields = cast("dict[str, Any]", data)
+    action = fields.get("action")
+    if not isinstance(action, str):
+        return None
+    return action, {k: v for k, v in fields.items() if k != "action"}
 
 
 def _pair(content_type: str, payload: dict[str, Any]) -> list[str]:
@@ -154,7 +157,7 @@ def restore(rows: list[StoredRunMessage]) -> tuple[list[Message], list[int]]:
     """
     kept = [row for row in rows if row.extras not in (NOTICE, DRAFT)]
     if all(row.extras is not None for row in kept):
-        array = "[" + ",".join([row.extras for row in kept]) + "]"  # type: ignore[misc]
+        array = "[" + ",".join([cast(str, row.extras) for row in kept]) + "]"
         return _MESSAGES.validate_json(array), [row.seq for row in kept]
     messages = [message_from_row(row) for row in kept]
     return [m for m in messages if m is not None], [row.seq for row in kept]
@@ -201,6 +204,11 @@ class PersistedConversation(list[Message]):
         ``invoke(..., thread_id=...)`` to continue the thread with them)."""
 
     @property
+    def draft(self) -> int | None:
+        """The row of the reply streaming in, if any."""
+        return self._draft
+
+    @property
     def last_seq(self) -> int | None:
         """Thread sequence number of the last message, None while empty."""
         return self._seqs[-1] if self._seqs else None
@@ -236,7 +244,7 @@ class PersistedConversation(list[Message]):
         return round((time.perf_counter() - self._tool_started) * 1000)
 
     def _changed_extras(self) -> list[tuple[int, str]]:
-        changed = []
+        changed: list[tuple[int, str]] = []
         for seq, (message, shown) in list(self._watched.items()):
             if message.times_shown != shown:
                 changed.append((seq, message.model_dump_json()))
@@ -293,7 +301,7 @@ class PersistedConversation(list[Message]):
 @contextmanager
 def persisted_conversation(
     agent: Agent, messages: list[Message] | None, thread_id: str | None
-) -> Iterator[PersistedConversation]:
+) -> Generator[PersistedConversation, None, None]:
     """Open (or create) ``thread_id`` in the agent's store for one run.
 
     A new (or still empty) thread starts from ``messages``, else the agent's initial
@@ -336,9 +344,10 @@ def persisted_conversation(
             conversation.extend(start)
         yield conversation
     except BaseException as error:
-        if conversation._draft is not None:  # the run broke off while a reply streamed
+        draft = conversation.draft
+        if draft is not None:  # the run broke off while a reply streamed
             with contextlib.suppress(Exception):
-                store.append_blocks(thread_id, conversation._draft, [], AgentMessageStatus.FAILED)
+                store.append_blocks(thread_id, draft, [], AgentMessageStatus.FAILED)
         notice = AgentMessage(
             role=AgentRole.ROBOTO,
             content=[AgentErrorContent(error_message=f"{type(error).__name__}: {error}")],

@@ -37,7 +37,7 @@ class Message(BaseModel):
 
     role: Role
     content: str = ""
-    images: list[Image] = Field(default_factory=list)
+    images: list[Image] = Field(default_factory=list[Image])
     caller: str | None = None
 
     truncation: SkipJsonSchema[Truncation | None] = None

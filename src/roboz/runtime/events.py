@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,7 +164,7 @@ def current_pipe() -> EventPipe | None:
 
 
 @contextlib.contextmanager
-def use_pipe(pipe: EventPipe | None) -> Iterator[None]:
+def use_pipe(pipe: EventPipe | None) -> Generator[None, None, None]:
     token = _current_pipe.set(pipe)
     try:
         yield

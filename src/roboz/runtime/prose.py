@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import cast
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\": "\\", "/": "/"}
 _STRING_STOP = re.compile(r'["\\]')
@@ -91,9 +92,10 @@ class ProseStream:
             return None
         if not isinstance(data, dict):
             return None
+        members = cast("dict[str, object]", data)
         fields = [
             (key, value)
-            for key, value in data.items()
+            for key, value in members.items()
             if isinstance(value, str) and key != "action" and value
         ]
         try:
@@ -102,7 +104,7 @@ class ProseStream:
         except UnicodeEncodeError:
             return None  # a lone surrogate: the incremental path replaces it
         self._state = _DONE
-        action = data.get("action")
+        action = members.get("action")
         self.action = action if isinstance(action, str) else ""
         return fields
 

@@ -104,7 +104,8 @@ class CliSink:
                 return f"{who}[bold red]failed[/bold red]: {escape(error)}" + _usage_lines(
                     who, usage
                 )
-        return None
+            case _:
+                return None  # other events have no line of their own
 
 
 def _usage_lines(who: str, usage: RunUsage) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
 
@@ -176,7 +176,7 @@ def current_usage_recorder() -> UsageRecorder | None:
 
 
 @contextlib.contextmanager
-def recording_usage(recorder: UsageRecorder) -> Iterator[UsageRecorder]:
+def recording_usage(recorder: UsageRecorder) -> Generator[UsageRecorder, None, None]:
     token = _current_recorder.set(recorder)
     try:
         yield recorder

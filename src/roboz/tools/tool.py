@@ -246,7 +246,7 @@ class Factory(Generic[C, In, Out]):
 def _parent_names(
     parents: Sequence[Tool[Any, Any] | Factory[Any, Any, Any] | str], child: str
 ) -> tuple[str, ...]:
-    names = []
+    names: list[str] = []
     for parent in parents:
         if isinstance(parent, str):
             names.append(parent)

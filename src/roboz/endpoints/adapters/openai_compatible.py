@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import openai
 
@@ -130,13 +130,17 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
         messages, deliver = self._prepare(records, on_delta)
 
         async def send(sdk: openai.AsyncOpenAI) -> Completion:
+            # create() is overloaded on a literal stream=, which **arguments hides: read as Any.
             if deliver is None:
-                response = await sdk.chat.completions.create(
-                    **self._arguments(messages, stream=False)
+                response = cast(
+                    Any,
+                    await sdk.chat.completions.create(**self._arguments(messages, stream=False)),
                 )
                 return self._completion(response)
             state = _StreamState(self.model_name)
-            stream = await sdk.chat.completions.create(**self._arguments(messages, stream=True))
+            stream = cast(
+                Any, await sdk.chat.completions.create(**self._arguments(messages, stream=True))
+            )
             try:
                 async for chunk in stream:
                     text = state.add(chunk)
@@ -205,7 +209,7 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
         gate: AttemptGate,
     ) -> Completion:
         state = _StreamState(self.model_name)
-        stream = sdk.chat.completions.create(**self._arguments(messages, stream=True))
+        stream = cast(Any, sdk.chat.completions.create(**self._arguments(messages, stream=True)))
         try:
             for chunk in stream:
                 text = state.add(chunk)
@@ -322,10 +326,13 @@ class OpenAICompatibleTranscriptionEndpoint(TranscriptionEndpoint):
             options["prompt"] = prompt
 
         def send(sdk: openai.OpenAI, gate: AttemptGate) -> Transcription:
-            result = sdk.audio.transcriptions.create(
-                file=upload, model=self.model_name, response_format="json", **options
+            result = cast(
+                Any,
+                sdk.audio.transcriptions.create(
+                    file=upload, model=self.model_name, response_format="json", **options
+                ),
             )
-            text = result if isinstance(result, str) else getattr(result, "text", "")
+            text: str = result if isinstance(result, str) else getattr(result, "text", "")
             return Transcription(text=text, model=self.model_name)
 
         return call_with_policy(
