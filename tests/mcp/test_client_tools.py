@@ -93,7 +93,7 @@ def test_mcp_output_chains_into_a_native_tool_and_back_with_one_llm_call(
         """Turn the echoed text into a shout request, once per word."""
         return ShoutInput(text=input.value, times=len(input.value.split()))
 
-    shout = tools["shout"].chain(count_words, condition=succeeded)
+    shout = tools["shout"].chain(chained_to=count_words, chain_condition=succeeded)
 
     @tool(chained_to=shout, chain_condition=succeeded)
     def finish(input: Str, messages: list[Message]) -> Stop:
