@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from roboz.agent.prose import ProseStream
+from roboz.runtime.prose import ProseStream
 
 ACTION = {
     "action": "stop",

@@ -13,12 +13,14 @@ from typing import Any
 import pytest
 
 import roboz.endpoints.inventory as inventory_package
+from roboz import Agent
 from roboz.endpoints import CatalogueError, ChatModelSpec, ModelPrice, TranscriptionEndpoint
 from roboz.endpoints.catalogue import load_catalogue, parse_catalogue
 from roboz.endpoints.codegen import GENERATED_MARKER, generate_providers, render_providers
 from roboz.endpoints.inventory import cerebras, groq, openrouter
 from roboz.llm import LLMEndpoint, call_llm_api
 from roboz.models import Message, Role
+from roboz.tools import stop
 from tests.endpoints.openai_fake import FakeOpenAIServer, Reply
 
 INVENTORY_DIR = Path(inventory_package.__file__).parent
@@ -207,6 +209,31 @@ def test_prices_reach_the_spec_and_the_generated_module(tmp_path: Path) -> None:
     module_spec.loader.exec_module(module)
     assert {"svc.chat": ModelPrice(0.25, 2.0)} == module.PRICES
     assert module.svc.chat.name in module.PRICES
+    # The endpoints carry their price, so runs can report what their calls cost.
+    assert module.svc.chat.price == ModelPrice(0.25, 2.0)
+    assert spec.endpoint().price == spec.price
+
+
+def test_a_priced_catalogue_endpoint_reports_the_cost_of_a_run_over_http(
+    tmp_path: Path, openai_server: FakeOpenAIServer
+) -> None:
+    data = json.loads(catalogue_json(input_price_per_mtok=1.0, output_price_per_mtok=4.0))
+    data["providers"]["svc"]["base_url"] = openai_server.base_url
+    spec = parse_catalogue(json.dumps(data)).chat_models()[("svc", "chat")]
+    endpoint = spec.endpoint(api_key="sk-test", name="svc.chat")
+    openai_server.enqueue(
+        Reply(text='{"action": "stop", "value": "hi"}', input_tokens=1000, output_tokens=250)
+    )
+    agent = Agent(name="priced", agent_endpoint=endpoint, tools=[stop])
+    agent.invoke()
+    (call,) = agent.last_usage.calls
+    assert (call.endpoint, call.model, call.input_tokens, call.output_tokens) == (
+        "svc.chat",
+        "m-1",
+        1000,
+        250,
+    )
+    assert agent.last_usage.cost == pytest.approx((1000 * 1.0 + 250 * 4.0) / 1e6)
 
 
 def test_models_without_prices_have_none() -> None:

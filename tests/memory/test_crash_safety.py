@@ -213,7 +213,7 @@ db, ready = sys.argv[1], Path(sys.argv[2])
 
 class Stalls(MockLLMEndpoint):
     def complete(self, records, *, on_delta=None, cancel=None):
-        on_delta('{"action": "st')
+        on_delta('{"action": "stop", "rationale": "half a thou')
         ready.write_text("streaming")
         time.sleep(600)
 
@@ -247,8 +247,9 @@ def test_a_reply_streaming_when_killed_is_marked_failed(tmp_path: Path, spec: st
             after = store.get_thread("job-2")
             draft, notice = after.messages[-2:]
             assert draft.status is AgentMessageStatus.FAILED
+            # The prose streamed so far, not the JSON around it.
             assert [b.text for b in draft.content if isinstance(b, AgentTextContent)] == [
-                '{"action": "st'
+                "half a thou"
             ]
             assert isinstance(notice.content[0], AgentErrorContent)
             # A UI that held the live draft follows along without reloading.

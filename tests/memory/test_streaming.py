@@ -89,6 +89,8 @@ def test_a_streamed_reply_grows_in_the_ui_and_ends_equal_to_the_thread(
     assert first_reply.is_complete()
     fragments = [b for b in first_reply.content if isinstance(b, AgentTextContent)]
     assert len(fragments) > 1  # sent as it streamed, each fragment once
+    # The reply's prose as the same LLMProseDelta events decode it, not its raw JSON.
+    assert "".join(b.text for b in fragments) == "hello there"
     assert [b.tool_name for b in first_reply.content if isinstance(b, AgentToolUseContent)] == [
         "echo"
     ]

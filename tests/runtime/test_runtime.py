@@ -7,9 +7,10 @@ from rich.console import Console
 
 from roboz.models import Int, Str
 from roboz.runtime import CliUserIO, EventPipe, interact_with_user, use_pipe, use_user_io
-from roboz.runtime.events import AgentFinished, Event, ToolFinished, UserNotified
+from roboz.runtime.events import AgentFailed, AgentFinished, Event, ToolFinished, UserNotified
 from roboz.runtime.io import ask_yes_no
 from roboz.runtime.sinks import CliSink
+from roboz.runtime.usage import LLMCallUsage, RunUsage
 
 
 def test_pipe_fans_out_and_a_failing_sink_does_not_stop_others() -> None:
@@ -96,3 +97,26 @@ def test_a_sink_that_unsubscribes_itself_mid_emit_does_not_hide_the_event_from_t
     pipe.emit(Event())
     pipe.emit(Event())
     assert seen == ["once", "after", "after"]
+
+
+def test_cli_sink_prints_the_usage_totals_at_the_end() -> None:
+    buffer = io.StringIO()
+    sink = CliSink(Console(file=buffer, width=200, color_system=None))
+    usage = RunUsage(
+        calls=(
+            LLMCallUsage("main", "big", 1000, 100, cost=0.003),
+            LLMCallUsage("helper", "small", 50, 5),
+            LLMCallUsage("main", "big", 1200, 80, cost=0.004, rejected=True),
+        )
+    )
+    sink(AgentFinished(agent="a", output=Str(value="done"), steps=3, llm_calls=2, usage=usage))
+    sink(AgentFailed(agent="b", error="boom", usage=RunUsage(calls=usage.calls[1:2])))
+    assert buffer.getvalue().splitlines() == [
+        'a finished after 3 step(s), 2 LLM call(s): {"value": "done"}',
+        "a usage: 3 LLM call(s), 2250 input + 185 output tokens, cost 0.007000 "
+        "(+1 call(s) without a price)",
+        "a   main (big): 2 LLM call(s), 2200 input + 180 output tokens, cost 0.007000",
+        "a   helper (small): 1 LLM call(s), 50 input + 5 output tokens",
+        "b failed: boom",
+        "b usage: 1 LLM call(s), 50 input + 5 output tokens",
+    ]

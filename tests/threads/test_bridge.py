@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 from collections.abc import Sequence
 
@@ -72,7 +71,8 @@ def test_a_run_on_the_mock_endpoint_is_recorded(store: SQLiteThreadStore) -> Non
     assert isinstance(user.content[1], AgentClientContextEntry)
 
     text, use = reply.content
-    assert isinstance(text, AgentTextContent) and json.loads(text.text)["action"] == "stop"
+    # The reply's prose (here the stop value), not its JSON; the JSON is the raw request.
+    assert isinstance(text, AgentTextContent) and text.text == "x"
     assert isinstance(use, AgentToolUseContent)
     assert use.tool_name == "stop" and use.input == {"value": "x"}
     assert use.raw_request == {"action": "stop", "value": "x"}
@@ -144,9 +144,9 @@ def test_rejected_reply_is_replaced_in_place_and_clients_reset(store: SQLiteThre
     assert client == server
     assert len(server.messages) == 3  # one reply, not the rejected draft plus the reply
     assert "not json" not in server.messages[1].model_dump_json()
-    # Every started text is ended, the abandoned draft included.
+    # Every started text is ended; "not json" has no prose, so only the reply started one.
     starts = snapshots.count("AgentStartTextEvent")
-    assert starts == 2 and snapshots.count("AgentTextEndEvent") == starts
+    assert starts == 1 and snapshots.count("AgentTextEndEvent") == starts
 
 
 class ChunkedEndpoint(MockLLMEndpoint):
@@ -194,11 +194,48 @@ def test_streaming_deltas_grow_a_generating_message(store: SQLiteThreadStore) ->
     assert all(status is AgentMessageStatus.GENERATING for status, _ in seen)
     texts = [text for _, text in seen]
     assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(texts))
-    assert texts[-1] == streamed == json.dumps(reply)
+    assert texts[-1] == streamed == "a longer final answer"
     assert store.get_thread(thread_id).messages[-2].is_complete()
     # A UI that applied a delta after every event holds exactly the stored thread.
     client = client.apply_delta(store.delta_since(thread_id, client.continuation_token))
     assert client == store.get_thread(thread_id)
+
+
+def test_a_ui_following_the_thread_sees_the_prose_as_it_is_generated(
+    store: SQLiteThreadStore,
+) -> None:
+    thread_id = store.create_thread(org_id="o", created_by="u").thread_id
+    held = store.get_thread(thread_id)
+    shown: list[str] = []
+
+    def ui(event: AgentEvent) -> None:
+        nonlocal held
+        held = held.apply_delta(store.delta_since(thread_id, held.continuation_token))
+        last = held.messages[-1]
+        if last.role is AgentRole.ASSISTANT:
+            shown.append("".join(b.text for b in last.content if isinstance(b, AgentTextContent)))
+
+    reply = {
+        "action": "stop",
+        "rationale": 'The sum is known, so "stop" with it.',
+        "value": "2 + 2 = 4\n— done",
+    }
+    Agent(
+        name="a",
+        agent_endpoint=ChunkedEndpoint([reply]),
+        tools=[roboz.tools.stop],
+        event_sinks=[ThreadRecorder(store, thread_id, on_event=ui)],
+    ).invoke()
+    final = 'The sum is known, so "stop" with it.\n\n2 + 2 = 4\n— done'
+    # Grew fragment by fragment, decoded (quotes, newlines, non-ASCII), never a piece of JSON.
+    assert len(shown) > 5 and shown[-1] == final
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(shown))
+    assert not any("{" in text or '"action"' in text for text in shown)
+    reply_row = store.get_thread(thread_id).messages[-2]
+    use = reply_row.content[-1]
+    assert isinstance(use, AgentToolUseContent) and use.raw_request == reply
+    held = held.apply_delta(store.delta_since(thread_id, held.continuation_token))
+    assert held == store.get_thread(thread_id)
 
 
 def test_chained_tools_get_minted_tool_uses(store: SQLiteThreadStore) -> None:

@@ -1,3 +1,5 @@
+import asyncio
+
 import pytest
 
 from roboz import Skill, factory, tool
@@ -237,3 +239,52 @@ def test_async_tools_and_factories_are_recognized_and_callable() -> None:
             later(Empty(), [])
 
     asyncio.run(inside_a_loop())
+
+
+def test_a_factory_with_an_async_body_gives_tools_with_both() -> None:
+    calls: list[str] = []
+
+    @factory
+    def fetch(input: Str, messages: list[Message], ctx: str) -> Str:
+        """Fetch a thing."""
+        calls.append("sync")
+        return Str(value=f"{ctx}:{input.value}")
+
+    @fetch.async_body
+    async def afetch(input: Str, messages: list[Message], ctx: str) -> Str:
+        """Fetch a thing, on an async client."""
+        calls.append("async")
+        return Str(value=f"{ctx}:{input.value}")
+
+    bound = fetch("c")
+    assert not bound.is_async and bound.afunc is not None
+    assert bound.run(Str(value="x"), []) == Str(value="c:x")
+    assert asyncio.run(bound.arun(Str(value="y"), [])) == Str(value="c:y")
+    assert calls == ["sync", "async"]
+    assert asyncio.run(afetch(Str(value="z"), [], "d")) == Str(value="d:z")  # still callable
+
+
+def test_an_async_body_must_fit_the_sync_one() -> None:
+    @factory
+    def fetch(input: Str, messages: list[Message], ctx: str) -> Str:
+        """Fetch a thing."""
+        return input
+
+    with pytest.raises(ToolDefinitionError, match="must take and return what the sync body"):
+
+        @fetch.async_body
+        async def other(input: Int, messages: list[Message], ctx: str) -> Str:
+            """Other."""
+            return Str(value="")
+
+    with pytest.raises(ToolDefinitionError, match="pairs an async def"):
+        fetch.async_body(fetch.func)
+    with pytest.raises(ToolDefinitionError, match="afunc is the async body"):
+        Tool(
+            name="t",
+            instruction="t",
+            input_type=Str,
+            output_types=(Str,),
+            func=lambda i, m: i,
+            afunc=lambda i, m: i,
+        )

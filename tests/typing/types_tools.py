@@ -1,15 +1,16 @@
 """What the tool and factory decorators and Skill.factory promise to a type checker.
 
-Tool is not generic yet, so a decorated tool's input and output types are checked when it is
-decorated (at run time), not by the type checker: ``Tool.run`` takes and returns ``Empty``.
-The same holds for chained_to: that a parent's output fits the child's input is checked when
-the agent is built (tests/agent/test_chains.py), not here.
+``Tool[In, Out]`` and ``Factory[C, In, Out]`` carry the decorated function's types, async
+bodies included. ``chained_to=parent`` is checked too: the decorated function must accept the
+parent's output (a subclass of its input fits). A chained tool is typed by what its chain
+feeds it, ``Tool[ParentOut, Out]``, which is its own input when the two are the same type.
+Parents named by string cannot be checked here; the agent checks them when it is built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, assert_type
+from typing import assert_type
 
 from roboz import Skill, factory, tool
 from roboz.llm import LLMEndpoint, MockLLMEndpoint
@@ -29,22 +30,82 @@ def report(input: Int, messages: list[Message]) -> Stop:
     return Stop(value=str(input.value))
 
 
+@tool
+async def fetch(input: Str, messages: list[Message]) -> Str | Stop:
+    """Fetch it."""
+    return Str(value=input.value)
+
+
+@tool(name="renamed_source")
+def source(input: Empty, messages: list[Message]) -> Int:
+    """A number."""
+    return Int(value=1)
+
+
 @factory
 def summarize(input: Str, messages: list[Message], endpoint: LLMEndpoint) -> Str:
     """Summarize with the given endpoint."""
     return Str(value=input.value[:10])
 
 
-assert_type(double, Tool)
-assert_type(report, Tool)
-assert_type(double.run(Int(value=1), []), Empty)
-assert_type(double.renamed("double_again").chain(chained_to=report), Tool)
-# The factory decorator does not carry the context type over yet (Factory[Any]).
-assert_type(summarize, Factory[Any])
-assert_type(summarize(MockLLMEndpoint([])), Tool)
+@factory(chained_to=summarize)
+async def shout(input: Str, messages: list[Message], volume: int) -> Stop:
+    """Shout the summary."""
+    return Stop(value=input.value.upper() * volume)
+
+
+assert_type(double, Tool[Int, Int])
+assert_type(report, Tool[Int, Stop])
+assert_type(fetch, Tool[Str, Str | Stop])
+assert_type(source, Tool[Empty, Int])
+assert_type(double.run(Int(value=1), []), Int)
+assert_type(double.renamed("double_again").chain(chained_to=double), Tool[Int, Int])
+assert_type(summarize, Factory[LLMEndpoint, Str, Str])
+assert_type(summarize(MockLLMEndpoint([])), Tool[Str, Str])
+assert_type(shout, Factory[int, Str, Stop])
+assert_type(shout(3), Tool[Str, Stop])
+
+
+async def run_async() -> None:
+    assert_type(await fetch.arun(Str(value="x"), []), Str | Stop)
+
+
+# Any tool fits where any tool is asked for.
+everything: list[Tool] = [double, report, fetch, summarize(MockLLMEndpoint([]))]
 
 tool(42)  # type: ignore[call-overload]
 double.run(Int(value=1))  # type: ignore[call-arg]
+double.run(Str(value="not an Int"), [])  # type: ignore[arg-type]
+
+
+# chained_to: the child must accept the parent's output.
+@tool(chained_to=double)  # type: ignore[arg-type]
+def wants_text(input: Str, messages: list[Message]) -> Stop:
+    """Str cannot take double's Int."""
+    return Stop(value=input.value)
+
+
+# A child whose input is a base class of the parent's output fits (Int is an Empty).
+@tool(chained_to=double)
+def takes_anything(input: Empty, messages: list[Message]) -> Stop:
+    """Anything."""
+    return Stop(value="ok")
+
+
+assert_type(takes_anything, Tool[Int, Stop])
+# Tool.chain checks the same way.
+takes_anything.renamed("again").chain(chained_to=double)
+report.renamed("from_text").chain(chained_to=summarize)  # type: ignore[arg-type]
+
+
+def plain(input: Str, messages: list[Message]) -> Stop:
+    """Chained by name."""
+    return Stop(value=input.value)
+
+
+# Names are not checked by the type checker (the agent checks them when it is built).
+assert_type(tool(chained_to="double")(plain), Tool[Str, Stop])
+assert_type(tool(plain), Tool[Str, Stop])
 
 
 def build_tools(endpoint: LLMEndpoint) -> Sequence[Tool]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from roboz.agent.client_tools import (
     ClientToolResult,
@@ -44,6 +44,7 @@ from roboz.runtime.events import (
     use_pipe,
 )
 from roboz.runtime.io import UserIO, bound_user_io, current_user_io, use_user_io
+from roboz.runtime.usage import RunUsage, recording_usage
 from roboz.threads import (
     AgentGoal,
     AgentThreadStatus,
@@ -79,20 +80,21 @@ def _conversation(messages: object, initial: Sequence[Message]) -> list[Message]
     of the initial messages. Anything else is refused here, not deep inside the run."""
     if messages is None:
         return list(initial)
-    if not isinstance(messages, list):
+    if not isinstance(messages, list):  # checked at run time for callers who do not type-check
         raise TypeError(
             f"invoke(messages=...) takes the list of Message objects to continue (it is "
             f"extended in place), got {type(messages).__name__}; start a conversation from "
             "text with Agent(initial_messages=[...])"
         )
-    for index, message in enumerate(messages):
+    conversation = cast("list[Message]", messages)
+    for index, message in enumerate(conversation):
         if not isinstance(message, Message):
             raise TypeError(
                 f"invoke(messages=...): item {index} is {type(message).__name__}, not a "
                 "Message; wrap text as Message(role='user', content=...) or pass it as "
                 "Agent(initial_messages=[...])"
             )
-    return messages
+    return conversation
 
 
 class Agent:
@@ -167,6 +169,8 @@ class Agent:
         """The check of each goal type a turn may declare."""
         self.max_goal_prompts = max_goal_prompts
         """How often a turn's Stop may be sent back to the LLM because goals are unmet."""
+        self.last_usage: RunUsage = RunUsage()
+        """Token usage (and cost, where prices are known) of the last run, finished or not."""
         self._cancel = threading.Event()
         self._driver: SyncDriver | AsyncDriver | None = None
         self._validate()
@@ -510,17 +514,26 @@ class Agent:
                 resume=resume,
             )
             try:
-                stop = await run.run()
+                with recording_usage(run.recorder):
+                    stop = await run.run()
             except AgentRunError as error:
-                self.event_pipe.emit(AgentFailed(agent=self.name, error=str(error)))
+                self.last_usage = usage = run.usage
+                self.event_pipe.emit(AgentFailed(agent=self.name, error=str(error), usage=usage))
                 raise
             except asyncio.CancelledError:
                 cancel.set()
-                self.event_pipe.emit(AgentFailed(agent=self.name, error=str(run.cancelled_error())))
+                self.last_usage = usage = run.usage
+                reason = str(run.cancelled_error())
+                self.event_pipe.emit(AgentFailed(agent=self.name, error=reason, usage=usage))
                 raise
+            self.last_usage = usage = run.usage
             self.event_pipe.emit(
                 AgentFinished(
-                    agent=self.name, output=stop, steps=run.steps, llm_calls=run.llm_calls
+                    agent=self.name,
+                    output=stop,
+                    steps=run.steps,
+                    llm_calls=run.llm_calls,
+                    usage=usage,
                 )
             )
         return stop

@@ -8,6 +8,11 @@ enforce is refused instead of silently trusted). When the LLM calls one, the run
 :class:`ClientToolResult`, so native tools can be chained to a client tool like to any tool.
 """
 
+# JSON Schema documents and the values they check are untyped JSON by nature; the checks below
+# narrow them at run time, which strict mode's "unknown type" reports cannot see.
+# pyright: reportUnknownVariableType=false, reportUnknownArgumentType=false
+# pyright: reportUnknownMemberType=false, reportUnknownLambdaType=false
+
 from __future__ import annotations
 
 import json

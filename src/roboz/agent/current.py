@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ def current_agent() -> Agent | None:
 
 
 @contextlib.contextmanager
-def use_agent(agent: Agent) -> Iterator[None]:
+def use_agent(agent: Agent) -> Generator[None, None, None]:
     token = _current.set(agent)
     try:
         yield

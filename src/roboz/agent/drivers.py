@@ -7,7 +7,8 @@ only through its driver: calling a tool, asking the endpoint, and a cooperative 
   never suspends and ``drive`` runs it with a single ``send(None)``: no event loop, no
   thread, no per-step cost beyond a coroutine call. Async tools (and async-only endpoints)
   run on a private loop thread of the run, started on first need and joined at the end.
-- ``AsyncDriver`` awaits async tools and ``acomplete`` on the caller's loop, runs sync tools
+- ``AsyncDriver`` awaits async tools (and a sync tool's async body, ``Tool.afunc``, when it
+  has one) and ``acomplete`` on the caller's loop, runs sync tools
   and sync-only endpoints on a worker thread, and yields to the loop now and then so that a
   long run of instant steps does not starve other tasks.
 """
@@ -19,9 +20,9 @@ import concurrent.futures
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-from roboz.llm import Completion, EndpointLike, ProviderRecord
+from roboz.llm import AsyncEndpointLike, Completion, EndpointLike, ProviderRecord
 from roboz.llm.endpoint import DeltaCallback, complete_in_thread
 from roboz.models import Empty, Message
 from roboz.runtime.offload import in_worker_thread
@@ -63,7 +64,7 @@ class SyncDriver:
         complete = getattr(endpoint, "complete", None)
         if complete is not None:
             return complete(records, on_delta=on_delta, cancel=self._cancel)
-        acomplete = endpoint.acomplete  # type: ignore[attr-defined]
+        acomplete = cast(AsyncEndpointLike, endpoint).acomplete  # an async-only endpoint
         return self._on_loop(lambda: acomplete(records, on_delta=on_delta, cancel=self._cancel))
 
     async def pause(self) -> None:
@@ -126,6 +127,8 @@ class AsyncDriver:
         return True
 
     async def call_tool(self, tool: Tool, value: Empty, messages: list[Message]) -> Any:
+        if tool.afunc is not None:  # the tool's own async body, e.g. on an async client
+            return await self._interruptible(tool.afunc(value, messages))
         if tool.is_async:
             return await self._interruptible(tool.func(value, messages))
         # A thread cannot be interrupted: cancel() lets it finish, keeps its result, and the

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -182,7 +183,8 @@ def agent_tool(
     return tool
 
 
-def _names(chained_to: object) -> tuple[str, ...]:
-    if isinstance(chained_to, str | Tool):
-        chained_to = [chained_to]
-    return tuple(p.name if isinstance(p, Tool) else str(p) for p in chained_to)  # type: ignore[attr-defined]
+def _names(chained_to: str | Tool | Sequence[str | Tool]) -> tuple[str, ...]:
+    parents: Sequence[str | Tool] = (
+        [chained_to] if isinstance(chained_to, str | Tool) else chained_to
+    )
+    return tuple(p.name if isinstance(p, Tool) else str(p) for p in parents)

@@ -14,16 +14,17 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, SupportsIndex
+from typing import TYPE_CHECKING, Any, SupportsIndex, cast
 
 from pydantic import TypeAdapter
 
 from roboz.agent.client_tools import ClientToolError
 from roboz.agent.errors import AgentConfigurationError
 from roboz.models import Message, Role
-from roboz.runtime.events import Event, LLMDelta, LLMRequested, ToolStarted
+from roboz.runtime.events import Event, LLMDelta, LLMProseDelta, LLMRequested, ToolStarted
+from roboz.runtime.prose import ProseText, reply_prose
 from roboz.threads import (
     AgentErrorContent,
     AgentMessage,
@@ -73,11 +74,14 @@ def action_of(message: Message) -> tuple[str, dict[str, Any] | None] | None:
     if message.role is not Role.ASSISTANT or message.message_kind != "action":
         return None
     data = _json_or_text(message.content)
-    if not isinstance(data, dict) or not isinstance(data.get("action"), str):
+    if not isinstance(data, dict):
+        return None
+    fields = cast("dict[str, Any]", data)
+    action = fields.get("action")
+    if not isinstance(action, str):
         return None
     # The rationale is why the LLM chose the action, not an argument of the tool.
-    arguments = {k: v for k, v in data.items() if k not in ("action", "rationale")}
-    return data["action"], arguments
+    return action, {k: v for k, v in fields.items() if k not in ("action", "rationale")}
 
 
 def _pair(content_type: str, payload: dict[str, Any]) -> list[str]:
@@ -109,6 +113,10 @@ def thread_row(
         role, pairs = AgentRole.ASSISTANT, [["text", message.content]]
         action = action_of(message)
         if action is not None:
+            # What a user reads is the action's prose (rationale, text arguments), as it
+            # streams; the arguments themselves are on the tool use.
+            prose = reply_prose(message.content)
+            pairs = [["text", prose]] if prose else []
             use = {"tool_use_id": f"tu_{seq}", "tool_name": action[0], "input": action[1]}
             pairs.append(_pair("tool_use", use))
     elif message.role is Role.TOOL and message.message_kind == "tool_result":
@@ -160,7 +168,7 @@ def restore(rows: list[StoredRunMessage]) -> tuple[list[Message], list[int]]:
     """
     kept = [row for row in rows if row.extras not in (NOTICE, DRAFT)]
     if all(row.extras is not None for row in kept):
-        array = "[" + ",".join([row.extras for row in kept]) + "]"  # type: ignore[misc]
+        array = "[" + ",".join([cast(str, row.extras) for row in kept]) + "]"
         return _MESSAGES.validate_json(array), [row.seq for row in kept]
     messages = [message_from_row(row) for row in kept]
     return [m for m in messages if m is not None], [row.seq for row in kept]
@@ -200,6 +208,7 @@ class PersistedConversation(list[Message]):
         }
         self._tool_started: float | None = None
         self._draft: int | None = None  # row of the reply streaming in, if any
+        self._prose = ProseText()
         self.agent_name = agent_name
         self.end_status = AgentThreadStatus.USER_TURN
         """The thread's status once the run ends (e.g. CLIENT_TOOL_TURN, GOALS_FAILED)."""
@@ -208,6 +217,11 @@ class PersistedConversation(list[Message]):
         self.open = True
         """False once the run ended: later appends stay in memory (pass the list back to
         ``invoke(..., thread_id=...)`` to continue the thread with them)."""
+
+    @property
+    def draft(self) -> int | None:
+        """The row of the reply streaming in, if any."""
+        return self._draft
 
     @property
     def last_seq(self) -> int | None:
@@ -222,12 +236,17 @@ class PersistedConversation(list[Message]):
         elif isinstance(event, LLMRequested) and self.open:
             self._drop_draft()  # asked again: the rejected attempt's draft goes
         elif isinstance(event, LLMDelta) and self.open and event.text:
-            # The reply streams into a GENERATING row, so user interfaces watch it grow.
+            # The reply streams into a GENERATING row, so user interfaces watch it grow:
+            # opened on the first raw delta, it grows by the reply's prose (LLMProseDelta).
             if self._draft is None:
                 self._draft = self.store.open_draft(self.lease)
                 self._next_seq = self._draft + 1
-            block = AgentTextContent.model_construct(text=event.text)
-            self.store.append_blocks(self.thread_id, self._draft, [block])
+                self._prose = ProseText()
+        elif isinstance(event, LLMProseDelta) and self._draft is not None and self.open:
+            text = self._prose.add(event.field, event.text)
+            if text:
+                block = AgentTextContent.model_construct(text=text)
+                self.store.append_blocks(self.thread_id, self._draft, [block])
 
     def _drop_draft(self) -> None:
         if self._draft is not None:
@@ -240,7 +259,7 @@ class PersistedConversation(list[Message]):
         return round((time.perf_counter() - self._tool_started) * 1000)
 
     def _changed_extras(self) -> list[tuple[int, str]]:
-        changed = []
+        changed: list[tuple[int, str]] = []
         for seq, (message, shown) in list(self._watched.items()):
             if message.times_shown != shown:
                 changed.append((seq, message.model_dump_json()))
@@ -266,7 +285,7 @@ class PersistedConversation(list[Message]):
             written = self.store.append_run_message(self.lease, row, self._changed_extras())
         else:
             # The streamed text stays as it was sent; the tool use is appended after it.
-            added = decode_blocks(row.content)[1:]
+            added = [b for b in decode_blocks(row.content) if not isinstance(b, AgentTextContent)]
             self.store.finish_draft(self.lease, seq, row, added, self._changed_extras())
             written, self._draft = seq, None
         super().append(message)
@@ -303,7 +322,7 @@ def persisted_conversation(
     messages: list[Message] | None,
     thread_id: str | None,
     viewing_context: ClientViewingContext | None = None,
-) -> Iterator[PersistedConversation]:
+) -> Generator[PersistedConversation, None, None]:
     """Open (or create) ``thread_id`` in the agent's store for one run.
 
     A new (or still empty) thread starts from ``messages``, else the agent's initial
@@ -361,9 +380,10 @@ def persisted_conversation(
         store.close_run(lease, AgentThreadStatus.CLIENT_TOOL_TURN)
         raise
     except BaseException as error:
-        if conversation._draft is not None:  # the run broke off while a reply streamed
+        draft = conversation.draft
+        if draft is not None:  # the run broke off while a reply streamed
             with contextlib.suppress(Exception):
-                store.append_blocks(thread_id, conversation._draft, [], AgentMessageStatus.FAILED)
+                store.append_blocks(thread_id, draft, [], AgentMessageStatus.FAILED)
         notice = AgentMessage(
             role=AgentRole.ROBOTO,
             content=[AgentErrorContent(error_message=f"{type(error).__name__}: {error}")],

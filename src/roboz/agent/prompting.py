@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel
 
@@ -54,9 +54,9 @@ def render_system_prompt(
         parts.append(TECHNICAL_PROMPT)
         lines = ["## Actions"]
         for item in actions:
+            arguments: type[BaseModel] = item.input_type
             lines.append(
-                f"### {item.name}\n{item.instruction}\nArguments: "
-                f"{argument_schema(item.input_type)}"
+                f"### {item.name}\n{item.instruction}\nArguments: {argument_schema(arguments)}"
             )
         for skill in offered_skills:
             lines.append(
@@ -99,7 +99,7 @@ def parse_action(
         data = json.loads(body)
     except json.JSONDecodeError as error:
         raise ReplyRejected(f"the reply is not a JSON object ({error.msg})") from None
-    if not isinstance(data, dict):
+    if not _is_json_object(data):
         raise ReplyRejected("the reply must be one JSON object, not " + type(data).__name__)
     name = data.pop("action", None)
     if not isinstance(name, str) or not name:
@@ -126,6 +126,14 @@ def parse_action(
     raise ReplyRejected(f"unknown action {name!r}; choose one of: {choices}")
 
 
+def _is_json_object(value: object) -> TypeGuard[dict[str, Any]]:
+    return isinstance(value, dict)
+
+
+def _is_json_array(value: object) -> TypeGuard[list[Any]]:
+    return isinstance(value, list)
+
+
 def _check_encodable(arguments: dict[str, Any], rationale: str) -> None:
     """Reject text that cannot be encoded as UTF-8 (lone surrogates, e.g. from a ``\\ud800``
     escape), naming the argument, before any tool sees it: such a string would otherwise
@@ -138,11 +146,11 @@ def _check_encodable(arguments: dict[str, Any], rationale: str) -> None:
         where, value = pending.pop()
         if isinstance(value, str):
             problem = _unencodable(where, value)
-        elif isinstance(value, dict):
+        elif _is_json_object(value):
             for key, item in value.items():
                 problem = problem or _unencodable(f"{where} (a key)", str(key))
                 pending.append((f"{where}.{key}", item))
-        elif isinstance(value, list):
+        elif _is_json_array(value):
             pending.extend((f"{where}[{index}]", item) for index, item in enumerate(value))
     if problem is not None:
         raise ReplyRejected(problem)

@@ -107,7 +107,7 @@ def _mismatch(thread_id: str, pending: Mapping[str, str], given: Mapping[str, An
     unknown = sorted(set(given) - set(pending))
     missing = sorted(set(pending) - set(given))
     if unknown or missing:
-        parts = []
+        parts: list[str] = []
         if unknown:
             parts.append(f"unknown tool_use_id {', '.join(map(repr, unknown))}")
         if missing:

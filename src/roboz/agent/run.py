@@ -26,12 +26,11 @@ from roboz.agent.errors import (
 from roboz.agent.goals import GoalKeeper
 from roboz.agent.graph import ChainConflict, ToolGraph
 from roboz.agent.prompting import action_json, parse_action, render_system_prompt
-from roboz.agent.prose import ProseStream
 from roboz.agent.spec import RunSpec
 from roboz.agent.turn import Turn, sequence_numbers
 from roboz.agent.view import ConversationView
 from roboz.llm import LLMReplyError, ProviderRecord
-from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of
+from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of, record_usage
 from roboz.models import Empty, Invoke, Message, Role, Stop
 from roboz.models.values import images_of, payload_json
 from roboz.runtime.events import (
@@ -46,6 +45,8 @@ from roboz.runtime.events import (
     current_pipe,
     emit,
 )
+from roboz.runtime.prose import ProseStream
+from roboz.runtime.usage import RunUsage, UsageRecorder
 from roboz.tools import Retry, Skill, Tool
 
 PROMPT_LLM = "prompt_llm"
@@ -80,6 +81,7 @@ class AgentRun:
         self.steps = 0
         self.llm_calls = 0
         self.repairs = RepairBudget(agent.max_repairs)
+        self.recorder = UsageRecorder()
         self._system_record: ProviderRecord | None = None
         self._view = ConversationView(agent.endpoint) if agent.endpoint else None
         self.defaults = list(agent.default_tools)
@@ -124,6 +126,12 @@ class AgentRun:
         return f"{prompt}\n\n## What the user is looking at\n{shown}"
 
     # -- the loop ------------------------------------------------------------------------------
+
+    @property
+    def usage(self) -> RunUsage:
+        """The LLM calls made while ``recording_usage(self.recorder)`` is in force (the
+        agent's own and its tools'; nested agents record into their own)."""
+        return self.recorder.usage()
 
     async def run(self) -> Stop | ClientToolUse:
         self.driver.attach()
@@ -372,8 +380,10 @@ class AgentRun:
                     completion.text, actions=actions, skills=skills, passive=passive
                 )
             except REPLY_ERRORS as error:
+                record_usage(endpoint, completion, rejected=True)
                 self.reject(completion.text, reason_of(error), model=completion.model)
                 continue
+            record_usage(endpoint, completion)
             break
         messages.append(
             Message.model_construct(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -37,10 +37,10 @@ class Turn:
     viewing_context: ClientViewingContext | None = None
     store: ThreadStore | None = None
     thread_id: str | None = None
-    tasks: list[AgentTask] = field(default_factory=list)
-    goals: list[AgentThreadGoalRecord] = field(default_factory=list)
+    tasks: list[AgentTask] = field(default_factory=list[AgentTask])
+    goals: list[AgentThreadGoalRecord] = field(default_factory=list[AgentThreadGoalRecord])
     """Every goal of the thread; those of this turn carry ``turn_seq``."""
-    checks: dict[int, GoalCheck] = field(default_factory=dict)
+    checks: dict[int, GoalCheck] = field(default_factory=dict[int, "GoalCheck"])
     """Checks given with a goal (by ``id`` of its record), before the agent's goal_checks."""
     turn_seq: int = 0
     """Sequence number of the user message that opened this turn."""
@@ -96,7 +96,7 @@ def current_viewing_context() -> ClientViewingContext | None:
 
 
 @contextlib.contextmanager
-def use_turn(turn: Turn) -> Iterator[None]:
+def use_turn(turn: Turn) -> Generator[None, None, None]:
     token = _current.set(turn)
     try:
         yield

@@ -119,7 +119,7 @@ class ConversationView:
         return head + body
 
     def _count_showing(self) -> None:
-        still_pending = []
+        still_pending: list[int] = []
         for index in self._pending:
             if self._hidden(index):
                 continue  # compacted away: never shown again, so its count is final

@@ -9,7 +9,7 @@ is checked against the label here, so a builder cannot smuggle a skill in under 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeAlias, cast
+from typing import TYPE_CHECKING, TypeAlias, TypeGuard, cast
 
 from roboz.deployment.errors import DeploymentError
 from roboz.deployment.labels import Label, SkillLabel, ToolLabel
@@ -92,6 +92,11 @@ class Capability:
         return f"{type(self).__name__}(label={self._label!r})"
 
 
+def _is_tool(value: object) -> TypeGuard[Tool]:
+    """A Tool of any input and output (``isinstance`` alone leaves them unknown)."""
+    return isinstance(value, Tool)
+
+
 def check_value(capability: Capability, value: object) -> Tool | Chain | Skill:
     """``value`` as the label's kind expects it; chains become tuples so nobody can edit them."""
     label = capability.label
@@ -106,12 +111,12 @@ def check_value(capability: Capability, value: object) -> Tool | Chain | Skill:
         raise DeploymentError(
             f"{capability.describe()}: a skill label needs a Skill, got {_kind_of(value)}"
         )
-    if isinstance(value, Tool):
+    if _is_tool(value):
         return value
     kind = _kind_of(value)
     if isinstance(value, Sequence) and not isinstance(value, str):
         items: tuple[object, ...] = tuple(cast("Sequence[object]", value))
-        tools = tuple(item for item in items if isinstance(item, Tool))
+        tools = tuple(item for item in items if _is_tool(item))
         if tools and len(tools) == len(items):
             return tools
     raise DeploymentError(

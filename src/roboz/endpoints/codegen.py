@@ -79,6 +79,11 @@ def render_providers(catalogue: Catalogue, *, source_name: str = "models.json") 
                 lines.append(f"            api_key_env={_literal(provider.api_key_env)},")
             if model.accepts_images:
                 lines.append("            accepts_images=True,")
+            if model.endpoint_type == "llm" and (price := model.price()) is not None:
+                lines.append(
+                    f"            price=ModelPrice({float(price.input_per_mtok)!r}, "
+                    f"{float(price.output_per_mtok)!r}),"
+                )
             lines.append(f"            name={_literal(f'{provider_key}.{model_key}')},")
             lines.append("        )")
     lines += ["", ""]

@@ -5,30 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from roboz.runtime.usage import ModelPrice
+
 if TYPE_CHECKING:
     # Imported when an endpoint is built, so reading catalogues does not load the openai SDK.
     from roboz.endpoints.adapters.openai_compatible import (
         OpenAICompatibleEndpoint,
         OpenAICompatibleTranscriptionEndpoint,
     )
-
-
-@dataclass(frozen=True)
-class ModelPrice:
-    """What a model costs, in currency units (the catalogue's, e.g. USD) per million tokens."""
-
-    input_per_mtok: float
-    output_per_mtok: float
-
-    def __post_init__(self) -> None:
-        for name in ("input_per_mtok", "output_per_mtok"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        """The cost of one call (or a total) with these token counts."""
-        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
 
 
 @dataclass(frozen=True)
@@ -59,6 +43,7 @@ class ChatModelSpec:
             api_key_env=self.api_key_env,
             api_key=api_key,
             accepts_images=self.accepts_images,
+            price=self.price,
             name=name,
         )
 
@@ -81,3 +66,6 @@ class TranscriptionModelSpec:
             api_key=api_key,
             name=name,
         )
+
+
+__all__ = ["ChatModelSpec", "ModelPrice", "TranscriptionModelSpec"]

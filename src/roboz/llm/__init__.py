@@ -17,20 +17,24 @@ from roboz.llm.endpoint import (
 from roboz.llm.endpoints import FunctionEndpoint, MockLLMEndpoint
 from roboz.llm.errors import LLMError, LLMReplyError, MockScriptExhaustedError
 from roboz.llm.records import MessagesScrubber, ProviderRecord, default_messages_scrubber
+from roboz.runtime.usage import LLMCallUsage, ModelPrice, RunUsage
 
 __all__ = [
     "AsyncEndpointLike",
     "Completion",
     "EndpointLike",
     "FunctionEndpoint",
+    "LLMCallUsage",
     "LLMEndpoint",
     "LLMError",
     "LLMReplyError",
     "MessagesScrubber",
     "MockLLMEndpoint",
     "MockScriptExhaustedError",
+    "ModelPrice",
     "ProviderRecord",
     "ReplyRejected",
+    "RunUsage",
     "TokenUsage",
     "call_llm_api",
     "complete_validated",

@@ -16,6 +16,7 @@ from roboz.llm.records import (
     default_messages_scrubber,
 )
 from roboz.models import Message, Role
+from roboz.runtime.usage import LLMCallUsage, ModelPrice, current_usage_recorder
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -46,6 +47,29 @@ def _without_images(record: ProviderRecord) -> ProviderRecord:
     return {"role": record["role"], "content": content}
 
 
+def record_usage(endpoint: EndpointLike, completion: Completion, *, rejected: bool = False) -> None:
+    """Count one call in the current run's usage (a no-op outside a run)."""
+    recorder = current_usage_recorder()
+    if recorder is None:
+        return
+    usage = completion.usage
+    price = getattr(endpoint, "price", None)  # optional: EndpointLike does not require it
+    recorder.add(
+        LLMCallUsage(
+            endpoint=endpoint.name,
+            model=completion.model or endpoint.model_name,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost=(
+                price.cost(usage.input_tokens, usage.output_tokens)
+                if isinstance(price, ModelPrice)
+                else None
+            ),
+            rejected=rejected,
+        )
+    )
+
+
 def call_llm_api(
     endpoint: EndpointLike,
     messages: Sequence[Message],
@@ -55,6 +79,7 @@ def call_llm_api(
 ) -> tuple[str, TokenUsage]:
     """Send messages to an endpoint; return the reply text and its token usage."""
     completion = endpoint.complete(to_records(endpoint, messages), on_delta=on_delta, cancel=cancel)
+    record_usage(endpoint, completion)
     return completion.text, completion.usage
 
 
@@ -155,8 +180,9 @@ def complete_validated(
             to_records(endpoint, conversation), on_delta=on_delta, cancel=cancel
         )
         try:
-            return parse(completion.text), completion, repairs
+            value = parse(completion.text)
         except REPLY_ERRORS as error:
+            record_usage(endpoint, completion, rejected=True)
             try:
                 exchange = budget.reject(completion.text, reason_of(error), model=completion.model)
             except LLMReplyError as failure:
@@ -164,6 +190,9 @@ def complete_validated(
                 raise failure from error
             repairs += exchange
             conversation += exchange
+            continue
+        record_usage(endpoint, completion)
+        return value, completion, repairs
 
 
 @overload

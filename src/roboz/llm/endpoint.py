@@ -10,6 +10,7 @@ from typing import Protocol, runtime_checkable
 
 from roboz.llm.records import MessagesScrubber, ProviderRecord, default_messages_scrubber
 from roboz.runtime.offload import in_worker_thread
+from roboz.runtime.usage import ModelPrice
 
 DeltaCallback = Callable[[str], None]
 
@@ -92,7 +93,8 @@ class LLMEndpoint(ABC):
 
     Subclasses implement ``complete``. They receive records already mapped by
     ``messages_scrubber`` (role, content, optional images) and must not keep a process-wide
-    slot across calls.
+    slot across calls. ``price`` (optional) is what the model costs, so runs can report the
+    cost of the calls they make (``RunUsage.cost``).
     """
 
     def __init__(
@@ -103,8 +105,10 @@ class LLMEndpoint(ABC):
         accepts_images: bool = False,
         messages_scrubber: MessagesScrubber | None = None,
         name: str | None = None,
+        price: ModelPrice | None = None,
     ) -> None:
         self.model_name = model_name
+        self.price = price
         self.max_context_tokens = max_context_tokens
         self.accepts_images = accepts_images
         self.messages_scrubber: MessagesScrubber = messages_scrubber or default_messages_scrubber

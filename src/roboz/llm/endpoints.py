@@ -11,6 +11,7 @@ from typing import Any
 from roboz.llm.endpoint import Completion, DeltaCallback, LLMEndpoint, TokenUsage
 from roboz.llm.errors import MockScriptExhaustedError
 from roboz.llm.records import MessagesScrubber, ProviderRecord
+from roboz.runtime.usage import ModelPrice
 
 MockReply = dict[str, Any] | str | BaseException
 ReplyFunction = Callable[[list[ProviderRecord]], "dict[str, Any] | str | Completion"]
@@ -40,6 +41,7 @@ class MockLLMEndpoint(LLMEndpoint):
         messages_scrubber: MessagesScrubber | None = None,
         keep_requests: bool = True,
         estimate_usage: bool = True,
+        price: ModelPrice | None = None,
     ) -> None:
         super().__init__(
             model_name=model_name,
@@ -47,6 +49,7 @@ class MockLLMEndpoint(LLMEndpoint):
             accepts_images=accepts_images,
             messages_scrubber=messages_scrubber,
             name="mock",
+            price=price,
         )
         self.responses: list[MockReply] = list(responses)
         self.requests: list[list[ProviderRecord]] = []
@@ -124,6 +127,7 @@ class FunctionEndpoint(LLMEndpoint):
         accepts_images: bool = True,
         messages_scrubber: MessagesScrubber | None = None,
         name: str = "function",
+        price: ModelPrice | None = None,
     ) -> None:
         super().__init__(
             model_name=model_name,
@@ -131,6 +135,7 @@ class FunctionEndpoint(LLMEndpoint):
             accepts_images=accepts_images,
             messages_scrubber=messages_scrubber,
             name=name,
+            price=price,
         )
         self.function = function
         self.calls = 0

@@ -6,7 +6,7 @@ offers RoboZ's own file tools to MCP hosts is ``roboz.mcp.serve`` (``roboz mcp s
 """
 
 try:
-    import mcp as _sdk  # noqa: F401
+    import mcp as _sdk  # noqa: F401  # pyright: ignore[reportUnusedImport]
 except ImportError as error:  # pragma: no cover - depends on the installation
     raise ImportError("roboz.mcp needs the MCP SDK: pip install 'roboz[mcp]'") from error
 

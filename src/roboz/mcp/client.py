@@ -16,7 +16,7 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from mcp import ClientSession, McpError, types
 
@@ -362,7 +362,8 @@ class _Connection:
 
 def _describe(error: BaseException) -> str:
     if isinstance(error, BaseExceptionGroup):
-        return "; ".join(_describe(inner) for inner in error.exceptions)
+        group = cast("BaseExceptionGroup[BaseException]", error)
+        return "; ".join(_describe(inner) for inner in group.exceptions)
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 

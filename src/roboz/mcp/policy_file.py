@@ -75,7 +75,7 @@ def parse_policy_file(text: str | bytes, *, origin: str = "policy") -> Permissio
         raise PolicyFileError(f"{origin}: base: {raw.base} is not an existing directory")
     groups: dict[str, tuple[PermissionRule, ...]] = {}
     for verdict in ("allow", "deny", "ask"):
-        rules = []
+        rules: list[PermissionRule] = []
         for index, rule in enumerate(getattr(raw, verdict)):
             try:
                 rules.append(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import keyword
 import re
-from typing import Any, Literal, Union
+from typing import Any, Literal, TypeGuard, Union, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -66,11 +66,10 @@ class _Builder:
 
     def object_model(self, schema: dict[str, Any], name: str, base: type[BaseModel]) -> type[Any]:
         properties: dict[str, Any] = schema.get("properties") or {}
-        required = set(schema.get("required") or ())
+        required: set[str] = set(schema.get("required") or ())
         fields: dict[str, Any] = {}
         for prop, subschema in properties.items():
-            if not isinstance(subschema, dict):
-                subschema = {}
+            subschema = _as_object(subschema)
             annotation = self.annotation(subschema, f"{name}_{_identifier(prop)}")
             extra: dict[str, Any] = {}
             if subschema.get("description"):
@@ -103,20 +102,20 @@ class _Builder:
                 members = [
                     self.annotation(option, f"{name}_{index}")
                     for index, option in enumerate(schema[key])
-                    if isinstance(option, dict)
+                    if _is_object(option)
                 ]
                 return Union[tuple(members)] if members else Any  # noqa: UP007
         if schema.get("allOf") and len(schema["allOf"]) == 1:
             return self.annotation(schema["allOf"][0], name)
         kind = schema.get("type")
-        if isinstance(kind, list):
+        if _is_array(kind):
             members = [self.annotation({**schema, "type": k}, name) for k in kind]
             return Union[tuple(members)] if members else Any  # noqa: UP007
         if kind in _SCALARS:
             return _SCALARS[kind]
         if kind == "array":
             items = schema.get("items")
-            if not isinstance(items, dict):
+            if not _is_object(items):
                 return list
             item: Any = self.annotation(items, f"{name}_item")
             return list[item]
@@ -124,8 +123,9 @@ class _Builder:
             if schema.get("properties"):
                 return self.object_model(schema, name, _Nested)
             extra = schema.get("additionalProperties")
-            if isinstance(extra, dict):
-                return dict[str, self.annotation(extra, f"{name}_value")]  # type: ignore[misc]
+            if _is_object(extra):
+                value: Any = self.annotation(extra, f"{name}_value")
+                return dict[str, value]
             return dict[str, Any]
         return Any
 
@@ -134,8 +134,9 @@ class _Builder:
         if match is None:
             raise SchemaError(f"{self.name}: only local $ref to $defs is supported, got {ref!r}")
         key = match.group(2)
-        target = (self.root.get(match.group(1)) or {}).get(key)
-        if not isinstance(target, dict):
+        definitions: dict[str, Any] = self.root.get(match.group(1)) or {}
+        target: object = definitions.get(key)
+        if not _is_object(target):
             raise SchemaError(f"{self.name}: $ref {ref!r} points to nothing")
         if key in self.models:
             return self.models[key]
@@ -146,9 +147,26 @@ class _Builder:
             annotation = self.annotation(target, f"{self.name}_{_identifier(key)}")
         finally:
             self.resolving.discard(key)
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if _is_model(annotation):
             self.models[key] = annotation
         return annotation
+
+
+def _as_object(value: object) -> dict[str, Any]:
+    """A JSON object of a schema, or an empty one for anything else."""
+    return cast("dict[str, Any]", value) if isinstance(value, dict) else {}
+
+
+def _is_object(value: object) -> TypeGuard[dict[str, Any]]:
+    return isinstance(value, dict)
+
+
+def _is_array(value: object) -> TypeGuard[list[Any]]:
+    return isinstance(value, list)
+
+
+def _is_model(annotation: object) -> TypeGuard[type[BaseModel]]:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def _identifier(name: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import anyio.from_thread
@@ -46,7 +46,7 @@ class Approval(BaseModel):
 class _ElicitingUserIO:
     """UserIO for the guard inside a worker thread: approvals become elicitation requests."""
 
-    def __init__(self, ctx: Context, supported: bool) -> None:
+    def __init__(self, ctx: Context[Any, Any, Any], supported: bool) -> None:
         self.ctx = ctx
         self.supported = supported
         self.refused_unasked = False
@@ -119,7 +119,7 @@ def build_server(
         log_level="WARNING",
     )
 
-    async def guarded(ctx: Context, work: Callable[[], Empty]) -> str:
+    async def guarded(ctx: Context[Any, Any, Any], work: Callable[[], Empty]) -> str:
         wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
         user_io = _ElicitingUserIO(ctx, ctx.session.check_client_capability(wanted))
 
@@ -140,7 +140,7 @@ def build_server(
     )
     async def run_file_command(
         value: list[tuple[str, TagName]],
-        ctx: Context,
+        ctx: Context[Any, Any, Any],
     ) -> str:
         try:
             command = file_command[0].input_type.model_validate({"value": value})
@@ -153,7 +153,7 @@ def build_server(
         path: str,
         old_string: str,
         new_string: str,
-        ctx: Context,
+        ctx: Context[Any, Any, Any],
         replace_all: bool = False,
     ) -> str:
         request = patch[0].input_type.model_validate(
@@ -169,7 +169,7 @@ def build_server(
     @server.tool(name="process_pdf", description=read_pdf[0].instruction, annotations=reads)
     async def process_pdf(
         path: str,
-        ctx: Context,
+        ctx: Context[Any, Any, Any],
         start_page: int = 1,
         end_page: int | None = None,
     ) -> str:
@@ -190,7 +190,7 @@ def build_server(
             name="run_shell_script", description=script_tool.instruction, annotations=writes
         )
         async def run_shell_script(
-            ctx: Context,
+            ctx: Context[Any, Any, Any],
             script: str | None = None,
             args: list[str] | None = None,
         ) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcp import types
 from pydantic import Field, ValidationError
@@ -114,8 +114,13 @@ def mcp_tool(
 def _wrapped_text(schema: dict[str, Any]) -> bool:
     """SDK servers wrap a plain ``-> str`` as ``{"result": string}``; that is text, and text
     chains into any tool that takes ``Str``."""
-    properties = schema.get("properties") or {}
-    return list(properties) == ["result"] and properties["result"].get("type") == "string"
+    properties: dict[str, Any] = schema.get("properties") or {}
+    result: Any = properties.get("result")
+    return (
+        list(properties) == ["result"]
+        and isinstance(result, dict)
+        and (cast("dict[str, Any]", result).get("type") == "string")
+    )
 
 
 def _failure(server: str, tool: str, why: str) -> MCPToolError:

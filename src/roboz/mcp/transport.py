@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
@@ -56,7 +56,7 @@ class StdioTransport:
     @contextlib.asynccontextmanager
     async def open(
         self, on_lost: Callable[[], None]
-    ) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+    ) -> AsyncGenerator[tuple[ReadStream, WriteStream], None]:
         environment = None if self.env is None else {**os.environ, **self.env}
         process = await anyio.open_process(
             [self.command, *self.args],
@@ -153,7 +153,7 @@ class HttpTransport:
     @contextlib.asynccontextmanager
     async def open(
         self, on_lost: Callable[[], None]
-    ) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
+    ) -> AsyncGenerator[tuple[ReadStream, WriteStream], None]:
         import httpx
         from mcp.client.streamable_http import streamable_http_client
 

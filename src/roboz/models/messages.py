@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
@@ -20,6 +21,10 @@ class Role(StrEnum):
     """A tool's result; providers receive it as a user message."""
 
 
+RoleName = Literal["system", "user", "assistant", "tool"]
+"""A role by its value: ``Message(role="user")`` is validated into ``Role.USER``."""
+
+
 class Message(BaseModel):
     """One entry of an agent's conversation.
 
@@ -32,7 +37,7 @@ class Message(BaseModel):
 
     role: Role
     content: str = ""
-    images: list[Image] = Field(default_factory=list)
+    images: list[Image] = Field(default_factory=list[Image])
     caller: str | None = None
 
     truncation: SkipJsonSchema[Truncation | None] = None
@@ -43,6 +48,26 @@ class Message(BaseModel):
     token_output: SkipJsonSchema[int | None] = None
     times_shown: SkipJsonSchema[int] = 0
     """How many LLM calls have included this message (drives truncation thresholds)."""
+
+    if TYPE_CHECKING:
+        # What validation accepts, which is wider than what the fields hold afterwards: a
+        # role by name (``role="user"``) and any sequence of images. Only type checkers see
+        # this signature; the model validates as declared above.
+        def __init__(
+            self,
+            *,
+            role: Role | RoleName,
+            content: str = "",
+            images: Sequence[Image] = (),
+            caller: str | None = None,
+            truncation: Truncation | None = None,
+            message_kind: str | None = None,
+            endpoint: str | None = None,
+            model: str | None = None,
+            token_input: int | None = None,
+            token_output: int | None = None,
+            times_shown: int = 0,
+        ) -> None: ...
 
 
 def filter_messages(

@@ -8,7 +8,7 @@ sees it as an argument it could set.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
@@ -68,7 +68,9 @@ def payload_json(value: Empty) -> str:
 
 def images_of(value: BaseModel) -> list[Image]:
     """Images a value carries at its top level (result attachments)."""
-    images = getattr(value, "images", None)
-    if isinstance(images, list) and all(isinstance(image, Image) for image in images):
-        return list(images)
+    images: object = getattr(value, "images", None)
+    if isinstance(images, list):
+        found = list(cast("list[object]", images))
+        if all(isinstance(image, Image) for image in found):
+            return cast("list[Image]", found)
     return []

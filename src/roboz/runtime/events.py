@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
+
+from roboz.runtime.usage import RunUsage
 
 logger = logging.getLogger(__name__)
 
@@ -26,14 +28,20 @@ class AgentStarted(Event):
 
 @dataclass(frozen=True)
 class AgentFinished(Event):
+    """The run ended with ``output`` (its Stop); ``usage`` is every LLM call it made."""
+
     output: Any = None
     steps: int = 0
     llm_calls: int = 0
+    usage: RunUsage = field(default_factory=RunUsage)
 
 
 @dataclass(frozen=True)
 class AgentFailed(Event):
+    """The run ended with an error; ``usage`` counts the LLM calls made until then."""
+
     error: str = ""
+    usage: RunUsage = field(default_factory=RunUsage)
 
 
 @dataclass(frozen=True)
@@ -160,7 +168,7 @@ def current_pipe() -> EventPipe | None:
 
 
 @contextlib.contextmanager
-def use_pipe(pipe: EventPipe | None) -> Iterator[None]:
+def use_pipe(pipe: EventPipe | None) -> Generator[None, None, None]:
     token = _current_pipe.set(pipe)
     try:
         yield

@@ -6,7 +6,7 @@ import contextlib
 import contextvars
 import select
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Protocol, runtime_checkable
 
 from roboz.models import Str, StrImage
@@ -62,7 +62,7 @@ def bound_user_io() -> UserIO | None:
 
 
 @contextlib.contextmanager
-def use_user_io(user_io: UserIO | None) -> Iterator[None]:
+def use_user_io(user_io: UserIO | None) -> Generator[None, None, None]:
     token = _current_io.set(user_io)
     try:
         yield

@@ -20,6 +20,7 @@ from roboz.runtime.events import (
     ToolFinished,
     ToolStarted,
 )
+from roboz.runtime.usage import RunUsage
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -94,11 +95,29 @@ class CliSink:
                 return f"{who}[yellow]llm reply rejected[/yellow]: {escape(reason)}"
             case SkillLoaded(skill=skill):
                 return f"{who}[green]skill loaded[/green] {escape(skill)}"
-            case AgentFinished(output=output, steps=steps, llm_calls=calls):
+            case AgentFinished(output=output, steps=steps, llm_calls=calls, usage=usage):
                 return (
                     f"{who}[bold]finished[/bold] after {steps} step(s), {calls} LLM call(s): "
-                    f"{escape(_short(output))}"
+                    f"{escape(_short(output))}" + _usage_lines(who, usage)
                 )
-            case AgentFailed(error=error):
-                return f"{who}[bold red]failed[/bold red]: {escape(error)}"
-        return None
+            case AgentFailed(error=error, usage=usage):
+                return f"{who}[bold red]failed[/bold red]: {escape(error)}" + _usage_lines(
+                    who, usage
+                )
+            case _:
+                return None  # other events have no line of their own
+
+
+def _usage_lines(who: str, usage: RunUsage) -> str:
+    """The run's totals, and one line per (endpoint, model) when there were several."""
+    if not usage.calls:
+        return ""
+    lines = [f"\n{who}[dim]usage: {escape(usage.summary())}[/dim]"]
+    models = usage.by_model()
+    if len(models) > 1:
+        for model in models:
+            lines.append(
+                f"\n{who}[dim]  {escape(model.endpoint)} ({escape(model.model)}): "
+                f"{escape(model.summary())}[/dim]"
+            )
+    return "".join(lines)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -37,6 +39,12 @@ class PermissionRule(BaseModel):
 
     pattern: str
     operations: frozenset[Operation] = Field(default=ALL_OPERATIONS)
+
+    if TYPE_CHECKING:
+        # Validation takes any iterable of operations (a set, a list) into the frozenset.
+        def __init__(
+            self, *, pattern: str, operations: Iterable[Operation] = ALL_OPERATIONS
+        ) -> None: ...
 
     @field_validator("pattern")
     @classmethod

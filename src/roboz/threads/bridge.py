@@ -3,8 +3,11 @@
 :class:`ThreadRecorder` is an EventPipe sink. What it writes:
 
 - each ``prompt_llm`` step becomes one ASSISTANT message: GENERATING while the reply streams
-  in (every LLMDelta appends one text block, so a client is sent each fragment once), then
-  COMPLETED with a tool-use block for the action the model chose appended;
+  in, then COMPLETED with a tool-use block for the action the model chose appended. Its text
+  is the reply's prose, not its JSON: every LLMProseDelta (the rationale, the text arguments
+  such as the stop value, decoded as they arrive) appends one text block, so a client is
+  sent each fragment once; fields are separated by a blank line (``ProseText``). The raw
+  reply is kept on the tool-use block (``raw_request``);
 - tool runs become blocks of one ROBOTO message per step of the loop: a tool-result block
   (payload, runtime_ms, status) for every tool. Tools the scheduler ran without the model
   asking (defaults and chained tools) also get a tool-use block there, minted by the
@@ -33,13 +36,14 @@ from roboz.runtime.events import (
     AgentFinished,
     AgentStarted,
     Event,
-    LLMDelta,
+    LLMProseDelta,
     LLMReplied,
     LLMRequested,
     SkillLoaded,
     ToolFinished,
     ToolStarted,
 )
+from roboz.runtime.prose import ProseText, reply_prose
 from roboz.threads.backend import ThreadStore
 from roboz.threads.content import (
     AgentClientContextEntry,
@@ -100,7 +104,9 @@ class ThreadRecorder:
         self.on_event = on_event
         self.events: list[AgentEvent] = []
         self._reply: _Draft | None = None
-        self._reply_text = ""
+        self._reply_text = ""  # the prose written into the reply so far
+        self._reply_raw = ""  # the reply as the model sent it
+        self._prose = ProseText()
         self._results: _Draft | None = None
         self._in_prompt = False
         self._pending: AgentToolUseContent | None = None
@@ -132,8 +138,10 @@ class ThreadRecorder:
                 self._in_prompt = True
             case LLMRequested() if self._in_prompt:
                 self._open_reply()
-            case LLMDelta(text=text) if self._in_prompt and self._reply is not None:
-                self._stream(text)
+            case LLMProseDelta(field=field, text=text) if (
+                self._in_prompt and self._reply is not None
+            ):
+                self._stream(self._prose.add(field, text))
             case LLMReplied(text=text) if self._in_prompt and self._reply is not None:
                 self._end_text(text)
             case ToolFinished(tool=tool, output=output) if tool == PROMPT_LLM:
@@ -175,7 +183,8 @@ class ThreadRecorder:
         else:
             seq = self.store.append_message(self.thread_id, draft)
         self._reply = _Draft(seq)
-        self._reply_text = ""
+        self._reply_text = self._reply_raw = ""
+        self._prose = ProseText()
 
     def _stream(self, text: str) -> None:
         assert self._reply is not None
@@ -187,8 +196,10 @@ class ThreadRecorder:
         self._append(self._reply, [AgentTextContent(text=text)])
         self._emit(AgentTextDeltaEvent(text=text))
 
-    def _end_text(self, text: str) -> None:
+    def _end_text(self, reply: str) -> None:
         assert self._reply is not None
+        self._reply_raw = reply
+        text = reply_prose(reply)
         if self._reply_text:
             self._emit(AgentTextEndEvent())
         if text == self._reply_text:
@@ -209,7 +220,7 @@ class ThreadRecorder:
         if self._reply is None:
             return
         try:
-            parsed = json.loads(self._reply_text)
+            parsed = json.loads(self._reply_raw)
         except json.JSONDecodeError:
             parsed = None
         arguments = tool_payload(invoke.input)

@@ -13,15 +13,33 @@ import asyncio
 import inspect
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar, Union, overload
+from typing import Any, Generic, Protocol, Union, cast, overload
+
+from typing_extensions import TypeVar
 
 from roboz.models import Empty, Message
 
-C = TypeVar("C")
+# Defaults of Any keep a bare ``Tool`` / ``Factory`` meaning "any tool", as before they were
+# generic. ``In`` is invariant (a tool both takes and, through chains, is fed its input);
+# ``Out`` is covariant, so a parent whose output is a subclass of the child's input fits.
+In = TypeVar("In", bound=Empty, default=Any)
+Out = TypeVar("Out", bound=Empty, default=Any, covariant=True)
+C = TypeVar("C", default=Any)
+_In = TypeVar("_In", bound=Empty)
+_Out = TypeVar("_Out", bound=Empty)
+_C = TypeVar("_C")
+_P = TypeVar("_P", bound=Empty)
 ChainCondition = Callable[[Any], bool]
-Parents = Union["Tool", "Factory[Any]", str, Sequence[Union["Tool", "Factory[Any]", str]], None]
+Parent = Union["Tool[Any, _P]", "Factory[Any, Any, _P]", str]
+Parents = Union[
+    "Tool[Any, Any]",
+    "Factory[Any, Any, Any]",
+    str,
+    Sequence["Tool[Any, Any] | Factory[Any, Any, Any] | str"],
+    None,
+]
 
 
 class ToolDefinitionError(TypeError):
@@ -43,24 +61,38 @@ class Retry(Exception):
 
 
 @dataclass(frozen=True, eq=False)
-class Tool:
-    """A runnable step of an agent. Identity matters: every Tool is a distinct instance."""
+class Tool(Generic[In, Out]):
+    """A runnable step of an agent. Identity matters: every Tool is a distinct instance.
+
+    ``Tool[In, Out]`` takes ``In`` and returns ``Out`` (a union when it returns several value
+    types); ``@tool`` infers both from the decorated function.
+    """
 
     name: str
     instruction: str
-    input_type: type[Empty]
+    input_type: type[In]
     output_types: tuple[type[Empty], ...]
-    func: Callable[[Any, list[Message]], Any] = field(repr=False)
+    func: Callable[[In, list[Message]], Any] = field(repr=False)
     chained_to: tuple[str, ...] = ()
     chain_condition: ChainCondition | None = field(default=None, repr=False)
     records_own_output: bool = field(default=False, repr=False)
     """Set by tools (like prompt_llm) that append their own conversation message."""
     is_async: bool = field(default=False, repr=False)
     """``func`` is an ``async def``: agents await it on their loop (a private one in invoke)."""
+    afunc: Callable[[In, list[Message]], Awaitable[Out]] | None = field(default=None, repr=False)
+    """An async body beside a sync ``func``, doing the same on async clients: async runs
+    (``ainvoke``, ``arun``) await it, sync runs call ``func``; neither pays for the other."""
 
     def __post_init__(self) -> None:
         if inspect.iscoroutinefunction(self.func) and not self.is_async:
             object.__setattr__(self, "is_async", True)
+        if self.afunc is not None and (
+            self.is_async or not inspect.iscoroutinefunction(self.afunc)
+        ):
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: afunc is the async body beside a sync func; give an "
+                "async def as afunc and a plain def as func"
+            )
 
     @property
     def is_chained(self) -> bool:
@@ -77,31 +109,33 @@ class Tool:
             )
         return output
 
-    def run(self, input: Empty, messages: list[Message]) -> Empty:
+    def run(self, input: In, messages: list[Message]) -> Out:
         """Call the tool directly (an async tool runs to completion on a fresh loop)."""
         if self.is_async:
             try:
                 asyncio.get_running_loop()
             except RuntimeError:
-                return self.checked(asyncio.run(self.func(input, messages)))
+                return cast(Out, self.checked(asyncio.run(self.func(input, messages))))
             raise RuntimeError(
                 f"tool {self.name!r} is async and a loop is running here: await tool.arun(...)"
             )
-        return self.checked(self.func(input, messages))
+        return cast(Out, self.checked(self.func(input, messages)))
 
-    async def arun(self, input: Empty, messages: list[Message]) -> Empty:
+    async def arun(self, input: In, messages: list[Message]) -> Out:
         """Call the tool directly from async code (a sync tool is called as is)."""
+        if self.afunc is not None:
+            return cast(Out, self.checked(await self.afunc(input, messages)))
         output = self.func(input, messages)
-        return self.checked(await output if self.is_async else output)
+        return cast(Out, self.checked(await output if self.is_async else output))
 
     __call__ = run
 
     def chain(
         self,
         *,
-        chained_to: Parents,
-        chain_condition: ChainCondition | None = None,
-    ) -> Tool:
+        chained_to: Parent[In] | Sequence[Parent[In]],
+        chain_condition: Callable[[In], bool] | None = None,
+    ) -> Tool[In, Out]:
         """Chain this tool in place, with the decorator's own arguments, and return it.
 
         In place, so that a call whose result is discarded still chains. A tool that is
@@ -120,21 +154,24 @@ class Tool:
         object.__setattr__(self, "chain_condition", chain_condition)
         return self
 
-    def renamed(self, name: str) -> Tool:
+    def renamed(self, name: str) -> Tool[In, Out]:
         """An unchained copy of this tool under ``name`` (which may be its own name)."""
         return replace(self, name=name, chained_to=(), chain_condition=None)
 
 
-class Factory(Generic[C]):
-    """Builds Tools that carry a context (typically an endpoint) in their closure."""
+class Factory(Generic[C, In, Out]):
+    """Builds Tools that carry a context (typically an endpoint) in their closure.
+
+    ``Factory[C, In, Out]`` accepts a context ``C`` and builds ``Tool[In, Out]``.
+    """
 
     def __init__(
         self,
-        func: Callable[..., Any],
+        func: Callable[[In, list[Message], C], Any],
         *,
         name: str,
         instruction: str,
-        input_type: type[Empty],
+        input_type: type[In],
         output_types: tuple[type[Empty], ...],
         chained_to: tuple[str, ...],
         chain_condition: ChainCondition | None,
@@ -146,20 +183,51 @@ class Factory(Generic[C]):
         self.output_types = output_types
         self.chained_to = chained_to
         self.chain_condition = chain_condition
+        self.afunc: Callable[[In, list[Message], C], Awaitable[Any]] | None = None
 
-    def __call__(self, ctx: C) -> Tool:
+    def async_body(
+        self, afunc: Callable[[In, list[Message], C], Coroutine[Any, Any, _Out]]
+    ) -> Callable[[In, list[Message], C], Coroutine[Any, Any, _Out]]:
+        """Decorate the async twin of this (sync) factory's body: the same signature, on async
+        clients. Tools built from the factory then run it in async runs and the sync body in
+        sync ones. Returns ``afunc`` unchanged, so it stays callable on its own."""
+        label = getattr(afunc, "__qualname__", repr(afunc))
+        if inspect.iscoroutinefunction(self.func) or not inspect.iscoroutinefunction(afunc):
+            raise ToolDefinitionError(
+                f"{label}: async_body pairs an async def with a factory whose body is a plain def"
+            )
+        input_type, output_types = _signature_types(afunc, 3)
+        if (input_type, output_types) != (self.input_type, self.output_types):
+            raise ToolDefinitionError(
+                f"{label}: the async body of {self.name!r} must take and return what the sync "
+                f"body does ({self.input_type.__name__} -> "
+                f"{' | '.join(t.__name__ for t in self.output_types)})"
+            )
+        self.afunc = afunc
+        return afunc
+
+    def __call__(self, ctx: C) -> Tool[In, Out]:
         func = self.func
 
         # An async factory body stays a coroutine function, so the run awaits it on its loop.
-        async def bound_async(input: Empty, messages: list[Message]) -> Any:
+        async def bound_async(input: In, messages: list[Message]) -> Any:
             return await func(input, messages, ctx)
 
-        def bound_sync(input: Empty, messages: list[Message]) -> Any:
+        def bound_sync(input: In, messages: list[Message]) -> Any:
             return func(input, messages, ctx)
 
-        bound: Callable[[Any, list[Message]], Any] = (
+        bound: Callable[[In, list[Message]], Any] = (
             bound_async if inspect.iscoroutinefunction(func) else bound_sync
         )
+        abound: Callable[[In, list[Message]], Awaitable[Any]] | None = None
+        afunc = self.afunc
+        if afunc is not None:
+
+            async def bound_twin(input: In, messages: list[Message]) -> Any:
+                return await afunc(input, messages, ctx)
+
+            abound = bound_twin
+
         return Tool(
             name=self.name,
             instruction=self.instruction,
@@ -168,14 +236,17 @@ class Factory(Generic[C]):
             func=bound,
             chained_to=self.chained_to,
             chain_condition=self.chain_condition,
+            afunc=abound,
         )
 
     def __repr__(self) -> str:
         return f"Factory(name={self.name!r})"
 
 
-def _parent_names(parents: Sequence[Tool | Factory[Any] | str], child: str) -> tuple[str, ...]:
-    names = []
+def _parent_names(
+    parents: Sequence[Tool[Any, Any] | Factory[Any, Any, Any] | str], child: str
+) -> tuple[str, ...]:
+    names: list[str] = []
     for parent in parents:
         if isinstance(parent, str):
             names.append(parent)
@@ -188,10 +259,7 @@ def _parent_names(parents: Sequence[Tool | Factory[Any] | str], child: str) -> t
     return tuple(names)
 
 
-def _normalize_parents(
-    chained_to: Tool | Factory[Any] | str | Sequence[Tool | Factory[Any] | str] | None,
-    child: str,
-) -> tuple[str, ...]:
+def _normalize_parents(chained_to: Parents, child: str) -> tuple[str, ...]:
     if chained_to is None:
         return ()
     if isinstance(chained_to, Tool | Factory | str):
@@ -259,19 +327,86 @@ def _instruction(func: Callable[..., Any]) -> str:
 
 
 ToolFunc = Callable[[Any, list[Message]], Any]
+FactoryFunc = Callable[[Any, list[Message], Any], Any]
+
+
+class ToolDecorator(Protocol):
+    """What ``@tool(...)`` returns: a decorator keeping the function's input and output."""
+
+    @overload
+    def __call__(
+        self, func: Callable[[_In, list[Message]], Coroutine[Any, Any, _Out]], /
+    ) -> Tool[_In, _Out]: ...
+
+    @overload
+    def __call__(self, func: Callable[[_In, list[Message]], _Out], /) -> Tool[_In, _Out]: ...
+
+
+class ChainedToolDecorator(Protocol[_P]):
+    """``@tool(chained_to=parent)``: the function must accept the parent's output ``_P``;
+    the tool is typed by what its chain feeds it, ``Tool[_P, Out]``."""
+
+    @overload
+    def __call__(
+        self, func: Callable[[_P, list[Message]], Coroutine[Any, Any, _Out]], /
+    ) -> Tool[_P, _Out]: ...
+
+    @overload
+    def __call__(self, func: Callable[[_P, list[Message]], _Out], /) -> Tool[_P, _Out]: ...
+
+
+class FactoryDecorator(Protocol):
+    """What ``@factory(...)`` returns: a decorator keeping context, input and output."""
+
+    @overload
+    def __call__(
+        self, func: Callable[[_In, list[Message], _C], Coroutine[Any, Any, _Out]], /
+    ) -> Factory[_C, _In, _Out]: ...
+
+    @overload
+    def __call__(
+        self, func: Callable[[_In, list[Message], _C], _Out], /
+    ) -> Factory[_C, _In, _Out]: ...
+
+
+class ChainedFactoryDecorator(Protocol[_P]):
+    """``@factory(chained_to=parent)``: the function must accept the parent's output."""
+
+    @overload
+    def __call__(
+        self, func: Callable[[_P, list[Message], _C], Coroutine[Any, Any, _Out]], /
+    ) -> Factory[_C, _P, _Out]: ...
+
+    @overload
+    def __call__(
+        self, func: Callable[[_P, list[Message], _C], _Out], /
+    ) -> Factory[_C, _P, _Out]: ...
 
 
 @overload
-def tool(func: ToolFunc, /) -> Tool: ...
+def tool(func: Callable[[_In, list[Message]], Coroutine[Any, Any, _Out]], /) -> Tool[_In, _Out]: ...
+
+
+@overload
+def tool(func: Callable[[_In, list[Message]], _Out], /) -> Tool[_In, _Out]: ...
 
 
 @overload
 def tool(
     *,
-    chained_to: Parents = None,
+    chained_to: str | Sequence[str] | None = None,
     chain_condition: ChainCondition | None = None,
     name: str | None = None,
-) -> Callable[[ToolFunc], Tool]: ...
+) -> ToolDecorator: ...
+
+
+@overload
+def tool(
+    *,
+    chained_to: Parent[_P] | Sequence[Parent[_P]],
+    chain_condition: Callable[[_P], bool] | None = None,
+    name: str | None = None,
+) -> ChainedToolDecorator[_P]: ...
 
 
 def tool(
@@ -281,10 +416,10 @@ def tool(
     chained_to: Parents = None,
     chain_condition: ChainCondition | None = None,
     name: str | None = None,
-) -> Tool | Callable[[ToolFunc], Tool]:
+) -> Tool[Any, Any] | ToolDecorator | ChainedToolDecorator[Any]:
     """Make a Tool of ``f(input, messages) -> output``; its docstring is the instruction."""
 
-    def decorate(func: ToolFunc) -> Tool:
+    def decorate(func: ToolFunc) -> Tool[Any, Any]:
         input_type, output_types = _signature_types(func, 2)
         tool_name = name or func.__name__
         parents = _normalize_parents(chained_to, tool_name)
@@ -300,33 +435,48 @@ def tool(
             chain_condition=chain_condition,
         )
 
-    return decorate(func) if func is not None else decorate
+    return decorate(func) if func is not None else cast(ToolDecorator, decorate)
 
 
 @overload
-def factory(func: Callable[..., Any], /) -> Factory[Any]: ...
+def factory(
+    func: Callable[[_In, list[Message], _C], Coroutine[Any, Any, _Out]], /
+) -> Factory[_C, _In, _Out]: ...
+
+
+@overload
+def factory(func: Callable[[_In, list[Message], _C], _Out], /) -> Factory[_C, _In, _Out]: ...
 
 
 @overload
 def factory(
     *,
-    chained_to: Parents = None,
+    chained_to: str | Sequence[str] | None = None,
     chain_condition: ChainCondition | None = None,
     name: str | None = None,
-) -> Callable[[Callable[..., Any]], Factory[Any]]: ...
+) -> FactoryDecorator: ...
+
+
+@overload
+def factory(
+    *,
+    chained_to: Parent[_P] | Sequence[Parent[_P]],
+    chain_condition: Callable[[_P], bool] | None = None,
+    name: str | None = None,
+) -> ChainedFactoryDecorator[_P]: ...
 
 
 def factory(
-    func: Callable[..., Any] | None = None,
+    func: FactoryFunc | None = None,
     /,
     *,
     chained_to: Parents = None,
     chain_condition: ChainCondition | None = None,
     name: str | None = None,
-) -> Factory[Any] | Callable[[Callable[..., Any]], Factory[Any]]:
+) -> Factory[Any, Any, Any] | FactoryDecorator | ChainedFactoryDecorator[Any]:
     """Make a Factory of ``f(input, messages, ctx) -> output``; call it with a context."""
 
-    def decorate(func: Callable[..., Any]) -> Factory[Any]:
+    def decorate(func: FactoryFunc) -> Factory[Any, Any, Any]:
         input_type, output_types = _signature_types(func, 3)
         factory_name = name or func.__name__
         parents = _normalize_parents(chained_to, factory_name)
@@ -342,4 +492,4 @@ def factory(
             chain_condition=chain_condition,
         )
 
-    return decorate(func) if func is not None else decorate
+    return decorate(func) if func is not None else cast(FactoryDecorator, decorate)

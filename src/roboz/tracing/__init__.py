@@ -7,7 +7,7 @@ is paid.
 """
 
 try:
-    import opentelemetry.trace as _api  # noqa: F401
+    import opentelemetry.trace as _api  # noqa: F401  # pyright: ignore[reportUnusedImport]
 except ImportError as error:  # pragma: no cover - depends on the installation
     raise ImportError(
         "roboz.tracing needs the OpenTelemetry API: pip install 'roboz[otel]'"

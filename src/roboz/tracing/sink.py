@@ -210,7 +210,7 @@ class OTelSink:
         state = self._current.get()
         if state is None or state.quiet:
             return
-        output = event.output
+        output: object = event.output
         shape = shape_of(type(output))
         status = "denied" if state.denial is not None else status_of(output, shape)
         opened = state.tool

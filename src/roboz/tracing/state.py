@@ -32,13 +32,13 @@ class RunState:
     tool: Opened | None = None
     tool_name: str = ""
     denial: str | None = None
-    decisions: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     llm: Span | None = None
     # chained_spans=False: chained calls that went well are only counted on their step.
     chained_started_ns: int = 0
     chained_calls: int = 0
     chained_ns: int = 0
-    chained_tools: list[str] = field(default_factory=list)
+    chained_tools: list[str] = field(default_factory=list[str])
 
     def innermost(self) -> Span:
         """The open span new spans of this run go below."""

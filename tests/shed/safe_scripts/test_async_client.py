@@ -4,14 +4,18 @@ output as an async iterator, and cancellation that leaves nothing running."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from pathlib import Path
 
 import pytest
 
+import roboz.tools
+from roboz import Agent
+from roboz.llm import MockLLMEndpoint
 from roboz.models import Str
 from roboz.runtime import EventPipe
-from roboz.runtime.events import ToolOutput, use_pipe
+from roboz.runtime.events import Event, ToolFinished, ToolOutput, use_pipe
 from roboz.shed.safe_scripts import (
     AsyncSafeScriptsClient,
     OutputChunk,
@@ -20,11 +24,13 @@ from roboz.shed.safe_scripts import (
 )
 from roboz.shed.safe_scripts.tool import (
     RunShellScriptInput,
+    ShellScriptContext,
     ShellScriptOutcome,
     arun_shell_script,
     get_run_shell_script,
     shell_script_context,
 )
+from roboz.shed.safe_scripts.tool import _run_shell_script as run_shell_script_factory
 from tests.shed.safe_scripts.conftest import Helper, processes_with, wait_until
 
 
@@ -152,3 +158,51 @@ def test_the_async_body_of_run_shell_script_matches_the_tool(
     unreachable = shell_script_context(tmp_path / "absent.sock")
     failed = asyncio.run(arun_shell_script(request, [], unreachable))
     assert isinstance(failed, ShellScriptOutcome) and failed.status == "helper_error"
+
+
+def test_an_agent_runs_the_async_body_in_ainvoke_and_the_blocking_one_in_invoke(
+    helper: Helper, tmp_path: Path
+) -> None:
+    absent = tmp_path / "absent.sock"
+    # Each context has one working client, so the outcome shows which one the run used.
+    only_async = ShellScriptContext(
+        SafeScriptsClient(absent), AsyncSafeScriptsClient(Path(helper.socket_path))
+    )
+    only_sync = ShellScriptContext(
+        SafeScriptsClient(helper.socket_path), AsyncSafeScriptsClient(absent)
+    )
+    replies = [
+        {"action": "run_shell_script", "script": "slow.sh", "args": ["2", "0"]},
+        {"action": "stop", "value": "done"},
+    ]
+
+    def run(ctx: ShellScriptContext, how: str) -> tuple[ShellScriptOutcome, set[int]]:
+        outcomes: list[ShellScriptOutcome] = []
+        threads: set[int] = set()
+
+        def sink(event: Event) -> None:
+            if isinstance(event, ToolOutput):
+                threads.add(threading.get_ident())
+            if isinstance(event, ToolFinished) and isinstance(event.output, ShellScriptOutcome):
+                outcomes.append(event.output)
+
+        agent = Agent(
+            name="scripts",
+            agent_endpoint=MockLLMEndpoint(replies),
+            tools=[run_shell_script_factory(ctx), roboz.tools.stop],
+            event_sinks=[sink],
+        )
+        if how == "invoke":
+            agent.invoke()
+        else:
+            asyncio.run(agent.ainvoke())
+        (outcome,) = outcomes
+        return outcome, threads
+
+    outcome, threads = run(only_async, "ainvoke")
+    assert outcome.status == "success" and "tick 2" in outcome.value
+    # The output arrived on the loop's thread (this one): no worker thread waited for it.
+    assert threads == {threading.get_ident()}
+    assert run(only_async, "invoke")[0].status == "helper_error"
+    assert run(only_sync, "invoke")[0].status == "success"
+    assert run(only_sync, "ainvoke")[0].status == "helper_error"

@@ -18,7 +18,7 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 
 # How often a waiting caller looks at its cancel event.
-_CANCEL_POLL_S = 0.05
+CANCEL_POLL_S = 0.05
 
 
 class AttemptTimedOut(Exception):
@@ -89,7 +89,7 @@ def run_attempt(
         if cancel is not None and cancel.is_set():
             gate.close()
             raise AttemptCancelled
-        outcome.done.wait(remaining if cancel is None else min(remaining, _CANCEL_POLL_S))
+        outcome.done.wait(remaining if cancel is None else min(remaining, CANCEL_POLL_S))
     gate.close()
     if outcome.error is not None:
         raise outcome.error
@@ -112,7 +112,7 @@ async def run_async_attempt(
             if cancel is not None and cancel.is_set():
                 raise AttemptCancelled
             done, _ = await asyncio.wait(
-                {task}, timeout=remaining if cancel is None else min(remaining, _CANCEL_POLL_S)
+                {task}, timeout=remaining if cancel is None else min(remaining, CANCEL_POLL_S)
             )
             if done:
                 return task.result()

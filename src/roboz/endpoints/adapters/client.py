@@ -13,12 +13,12 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import openai
 
 from roboz.endpoints.adapters.attempt import (
-    _CANCEL_POLL_S,
+    CANCEL_POLL_S,
     AttemptCancelled,
     AttemptGate,
     AttemptTimedOut,
@@ -175,7 +175,7 @@ async def _cancelled_while_waiting(cancel: threading.Event | None, delay: float)
     while (remaining := deadline - time.monotonic()) > 0:
         if cancel is not None and cancel.is_set():
             return True
-        await asyncio.sleep(min(remaining, _CANCEL_POLL_S))
+        await asyncio.sleep(min(remaining, CANCEL_POLL_S))
     return cancel is not None and cancel.is_set()
 
 
@@ -226,7 +226,10 @@ def _server_message(error: openai.APIStatusError) -> str:
     body = error.body
     message: object = None
     if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else inner
+        fields = cast("dict[str, object]", body)
+        inner = fields.get("error", fields)
+        message = (
+            cast("dict[str, object]", inner).get("message") if isinstance(inner, dict) else inner
+        )
     text = str(message) if message else error.message
     return text if len(text) <= _SERVER_MESSAGE_LIMIT else text[:_SERVER_MESSAGE_LIMIT] + "..."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import openai
 
@@ -18,6 +18,7 @@ from roboz.endpoints.transcription import Transcription, TranscriptionEndpoint
 from roboz.llm.endpoint import Completion, DeltaCallback, LLMEndpoint, TokenUsage
 from roboz.llm.records import MessagesScrubber, ProviderRecord
 from roboz.runtime.events import LLMDelta, current_pipe, emit
+from roboz.runtime.usage import ModelPrice
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 3
@@ -33,7 +34,8 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
     ``stream=None`` streams when someone listens (an ``on_delta`` callback, or a current
     event pipe with a sink that consumes deltas) and asks for a single reply otherwise.
     Deltas go to ``on_delta`` when given, else to the current event pipe as LLMDelta events
-    (never to both, so a caller that forwards deltas itself sees each once).
+    (never to both, so a caller that forwards deltas itself sees each once). ``price`` lets
+    runs report what their calls cost (catalogue endpoints get it from models.json).
     """
 
     def __init__(
@@ -56,6 +58,7 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
         default_headers: dict[str, str] | None = None,
         messages_scrubber: MessagesScrubber | None = None,
         name: str | None = None,
+        price: ModelPrice | None = None,
     ) -> None:
         if max_context_tokens <= 0:
             raise ValueError("max_context_tokens must be positive")
@@ -67,6 +70,7 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
             accepts_images=accepts_images,
             messages_scrubber=messages_scrubber,
             name=name,
+            price=price,
         )
         self.base_url = base_url
         self.timeout_s = timeout_s
@@ -126,13 +130,17 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
         messages, deliver = self._prepare(records, on_delta)
 
         async def send(sdk: openai.AsyncOpenAI) -> Completion:
+            # create() is overloaded on a literal stream=, which **arguments hides: read as Any.
             if deliver is None:
-                response = await sdk.chat.completions.create(
-                    **self._arguments(messages, stream=False)
+                response = cast(
+                    Any,
+                    await sdk.chat.completions.create(**self._arguments(messages, stream=False)),
                 )
                 return self._completion(response)
             state = _StreamState(self.model_name)
-            stream = await sdk.chat.completions.create(**self._arguments(messages, stream=True))
+            stream = cast(
+                Any, await sdk.chat.completions.create(**self._arguments(messages, stream=True))
+            )
             try:
                 async for chunk in stream:
                     text = state.add(chunk)
@@ -201,7 +209,7 @@ class OpenAICompatibleEndpoint(LLMEndpoint):
         gate: AttemptGate,
     ) -> Completion:
         state = _StreamState(self.model_name)
-        stream = sdk.chat.completions.create(**self._arguments(messages, stream=True))
+        stream = cast(Any, sdk.chat.completions.create(**self._arguments(messages, stream=True)))
         try:
             for chunk in stream:
                 text = state.add(chunk)
@@ -318,10 +326,13 @@ class OpenAICompatibleTranscriptionEndpoint(TranscriptionEndpoint):
             options["prompt"] = prompt
 
         def send(sdk: openai.OpenAI, gate: AttemptGate) -> Transcription:
-            result = sdk.audio.transcriptions.create(
-                file=upload, model=self.model_name, response_format="json", **options
+            result = cast(
+                Any,
+                sdk.audio.transcriptions.create(
+                    file=upload, model=self.model_name, response_format="json", **options
+                ),
             )
-            text = result if isinstance(result, str) else getattr(result, "text", "")
+            text: str = result if isinstance(result, str) else getattr(result, "text", "")
             return Transcription(text=text, model=self.model_name)
 
         return call_with_policy(

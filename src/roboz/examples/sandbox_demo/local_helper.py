@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +66,7 @@ class LocalHelper:
 
 
 @contextlib.contextmanager
-def local_helper(scripts: Mapping[str, str]) -> Iterator[LocalHelper]:
+def local_helper(scripts: Mapping[str, str]) -> Generator[LocalHelper, None, None]:
     """Write ``scripts`` and a policy under a fresh directory, serve them, clean up after."""
     # /var/tmp, not /tmp: every run gets a private /tmp, which would hide a workdir there.
     base = Path(tempfile.mkdtemp(prefix="roboz-demo-", dir="/var/tmp"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,9 +56,10 @@ class PermissionPolicy:
 
     base: Path
     default_verdict: ActionVerdict = ActionVerdict.deny
-    allow: tuple[PermissionRule, ...] = ()
-    deny: tuple[PermissionRule, ...] = ()
-    ask: tuple[PermissionRule, ...] = ()
+    # Any sequence of rules (a list, a tuple); kept as a tuple.
+    allow: Sequence[PermissionRule] = ()
+    deny: Sequence[PermissionRule] = ()
+    ask: Sequence[PermissionRule] = ()
     precedence: ActionVerdict = ActionVerdict.deny
     _matchers: dict[Operation, re.Pattern[str]] = field(init=False, repr=False)
     _bulk: dict[Operation, re.Pattern[str]] = field(init=False, repr=False)

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import codecs
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from pydantic import Field
 
+from roboz.agent.drivers import drive
 from roboz.models import Empty, Message, Str
 from roboz.runtime.events import ToolOutput, current_pipe
 from roboz.shed.safe_scripts.aio import AsyncSafeScriptsClient
 from roboz.shed.safe_scripts.client import (
+    OutputCallback,
     SafeScriptsClient,
     SafeScriptsError,
     ScriptInfo,
@@ -88,6 +92,47 @@ class _LiveOutput:
         self.pipe.emit(ToolOutput(tool=_TOOL_NAME, stream=stream, text=text, truncated=truncated))
 
 
+class _ScriptCalls(Protocol):
+    """The two calls the tool makes, as the async client has them."""
+
+    async def list_scripts(self) -> list[ScriptInfo]: ...
+
+    async def run_script(
+        self, path: str, args: Sequence[str] = (), on_output: OutputCallback | None = None
+    ) -> ShellScriptResult: ...
+
+
+class _BlockingCalls:
+    """The blocking client behind the async client's interface. Its coroutines never
+    suspend, so a sync run drives the tool's one body with ``drive``: no event loop, no
+    thread, just the blocking calls."""
+
+    def __init__(self, client: SafeScriptsClient) -> None:
+        self._client = client
+
+    async def list_scripts(self) -> list[ScriptInfo]:
+        return self._client.list_scripts()
+
+    async def run_script(
+        self, path: str, args: Sequence[str] = (), on_output: OutputCallback | None = None
+    ) -> ShellScriptResult:
+        return self._client.run_script(path, args, on_output)
+
+
+async def _shell_script(
+    input: RunShellScriptInput, ctx: ShellScriptContext, calls: _ScriptCalls
+) -> ShellScriptListing | ShellScriptOutcome:
+    """What the tool does, written once for both clients."""
+    try:
+        if input.script is None:
+            return _listing(await calls.list_scripts())
+        live = _LiveOutput(ctx.max_live_chars)
+        result = await calls.run_script(input.script, input.args, on_output=live)
+    except SafeScriptsError as error:
+        return _helper_error(input.script, error)
+    return _outcome(input.script, result, ctx.max_output_chars)
+
+
 @factory(name=_TOOL_NAME)
 def _run_shell_script(
     input: RunShellScriptInput, messages: list[Message], ctx: ShellScriptContext
@@ -101,29 +146,17 @@ def _run_shell_script(
     is shortened in the middle). Scripts run isolated, with only the network access and
     writable paths their policy grants; you cannot run arbitrary commands with this tool.
     """
-    try:
-        if input.script is None:
-            return _listing(ctx.client.list_scripts())
-        live = _LiveOutput(ctx.max_live_chars)
-        result = ctx.client.run_script(input.script, input.args, on_output=live)
-    except SafeScriptsError as error:
-        return _helper_error(input.script, error)
-    return _outcome(input.script, result, ctx.max_output_chars)
+    return drive(_shell_script(input, ctx, _BlockingCalls(ctx.client)))
 
 
+@_run_shell_script.async_body
 async def arun_shell_script(
     input: RunShellScriptInput, messages: list[Message], ctx: ShellScriptContext
 ) -> ShellScriptListing | ShellScriptOutcome:
-    """run_shell_script for async runs: the same results, on the asyncio client, so waiting
-    for a script blocks no thread (cancelling the awaiting task ends the run)."""
-    try:
-        if input.script is None:
-            return _listing(await ctx.aclient.list_scripts())
-        live = _LiveOutput(ctx.max_live_chars)
-        result = await ctx.aclient.run_script(input.script, input.args, on_output=live)
-    except SafeScriptsError as error:
-        return _helper_error(input.script, error)
-    return _outcome(input.script, result, ctx.max_output_chars)
+    """run_shell_script for async runs (``ainvoke`` picks it): the same body on the asyncio
+    client, so waiting for a script blocks no thread (cancelling the awaiting task ends the
+    run)."""
+    return await _shell_script(input, ctx, ctx.aclient)
 
 
 def shell_script_context(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import cast
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\": "\\", "/": "/"}
 _STRING_STOP = re.compile(r'["\\]')
@@ -91,9 +92,10 @@ class ProseStream:
             return None
         if not isinstance(data, dict):
             return None
+        members = cast("dict[str, object]", data)
         fields = [
             (key, value)
-            for key, value in data.items()
+            for key, value in members.items()
             if isinstance(value, str) and key != "action" and value
         ]
         try:
@@ -102,7 +104,7 @@ class ProseStream:
         except UnicodeEncodeError:
             return None  # a lone surrogate: the incremental path replaces it
         self._state = _DONE
-        action = data.get("action")
+        action = members.get("action")
         self.action = action if isinstance(action, str) else ""
         return fields
 
@@ -222,3 +224,35 @@ class ProseStream:
                     self._state = _NEXT
                     return i
         return i
+
+
+FIELD_SEPARATOR = "\n\n"
+
+
+class ProseText:
+    """The prose of one reply as a single text, as threads show it: each field's text in
+    the order the fields arrive, a blank line between fields."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._field: str | None = None
+
+    def add(self, field: str, chunk: str) -> str:
+        """Add one LLMProseDelta; returns the text to append (the chunk, after a separator
+        when it starts a new field)."""
+        if not chunk:
+            return ""
+        if field != self._field:
+            if self.text:
+                chunk = FIELD_SEPARATOR + chunk
+            self._field = field
+        self.text += chunk
+        return chunk
+
+
+def reply_prose(reply: str) -> str:
+    """The prose of a whole reply, exactly as its streamed prose deltas add up in ProseText."""
+    prose = ProseText()
+    for field, chunk in ProseStream().feed(reply):
+        prose.add(field, chunk)
+    return prose.text
