@@ -11,6 +11,7 @@ import pytest
 
 from roboz.threads import AgentRole, LibrarianLedger, RunRow, SQLiteThreadStore
 from roboz.threads._schema import SCHEMA_VERSION
+from tests.postgres import execute_behind
 
 
 def run(store: LibrarianLedger, thread_id: str, texts: list[str], *, close: bool = True) -> None:
@@ -47,6 +48,21 @@ def test_runs_coverage_and_tails(store: LibrarianLedger) -> None:
     assert store.delete_run("a") and not store.delete_run("a")
     # The tombstone keeps coverage even though the run is gone.
     assert store.list_snapshots("p")[0].last_seq == 1
+
+
+def test_a_holder_on_another_host_is_the_backends_to_judge(
+    store: LibrarianLedger, backend: str
+) -> None:
+    run(store, "far", ["1"])
+    execute_behind(
+        store, "UPDATE threads SET lease_owner = 'elsewhere|1|x', lease_pid = 1, lease_start = 'x'"
+    )
+    (far,) = store.list_runs(["worker"])
+    if backend == "sqlite":  # nothing can look at another host's process: it is assumed alive
+        assert far.active and not store.delete_run("far")
+    else:  # PostgreSQL knows its session (and lock) is gone: the run reads as interrupted
+        assert not far.active and far.message_count == 2  # the message and the notice
+        assert store.delete_run("far")
 
 
 def test_version_2_store_migrates(tmp_path: Path) -> None:

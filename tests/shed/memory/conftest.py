@@ -13,8 +13,8 @@ from roboz.agent.persistence import thread_row
 from roboz.models import Message, Role
 from roboz.shed.sandbox import Sandbox
 from roboz.shed.tools.maintenance import Maintenance
-from roboz.threads import LibrarianLedger, SQLiteThreadStore
-from tests.postgres import execute_raw, open_store
+from roboz.threads import LibrarianLedger
+from tests.postgres import open_store
 
 
 @pytest.fixture
@@ -60,11 +60,3 @@ def append(store: LibrarianLedger, thread_id: str, text: str) -> None:
     )
     store.append_run_message(lease, thread_row(Message(role=Role.USER, content=text), 0, None, 0))
     store.close_run(lease)
-
-
-def behind_the_stores_back(store: LibrarianLedger, sql: str) -> None:
-    """Run ``sql`` on ``store``'s database with a connection of its own."""
-    if isinstance(store, SQLiteThreadStore):
-        execute_raw(str(store.path), sql)
-    else:
-        execute_raw(f"postgres:{store.schema}:{store.url}", sql)  # type: ignore[attr-defined]

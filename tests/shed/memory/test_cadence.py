@@ -22,7 +22,8 @@ from roboz.shed.sandbox import Sandbox, SandboxError
 from roboz.shed.tools.maintenance import Maintenance
 from roboz.shed.tools.snapshots import Snapshots
 from roboz.threads import SQLiteThreadStore
-from tests.shed.memory.conftest import add_run, behind_the_stores_back
+from tests.postgres import execute_behind
+from tests.shed.memory.conftest import add_run
 from tests.shed.memory.summarizer import ScriptedSummarizer
 
 
@@ -98,7 +99,7 @@ def test_an_interrupted_run_counts_as_ended(maintenance: Maintenance) -> None:
     store = maintenance.store
     add_run(store, "crashed", ["fact: before the crash"], close=False)
     # Its process is gone.
-    behind_the_stores_back(store, "UPDATE threads SET lease_pid = 999999999, lease_start = 'gone'")
+    execute_behind(store, "UPDATE threads SET lease_pid = 999999999, lease_start = 'gone'")
     Snapshots(maintenance, ScriptedSummarizer(), threshold_tokens=10**6).sweep([])
     (record,) = store.list_snapshots("p")
     assert (record.first_seq, record.last_seq) == (0, 1)  # the message and the notice
