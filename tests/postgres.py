@@ -181,3 +181,11 @@ def execute_raw(spec: str, sql: str) -> None:
 
     with sqlite3.connect(spec) as raw:
         raw.execute(sql)
+
+
+def execute_behind(store: Any, sql: str) -> None:
+    """Run ``sql`` on the database of an open ``store`` (either backend) behind its back."""
+    if isinstance(store, SQLiteThreadStore):
+        execute_raw(str(store.path), sql)
+    else:
+        execute_raw(f"postgres:{store.schema}:{store.url}", sql)

@@ -90,6 +90,32 @@ def test_an_older_schema_asks_for_the_migration(postgres_cluster: Cluster) -> No
         PostgresThreadStore(postgres_cluster.url, schema=schema)
 
 
+def test_a_schema_from_before_the_ledger_is_migrated_keeping_its_threads(
+    postgres_cluster: Cluster, tmp_path: Path
+) -> None:
+    schema = postgres_cluster.new_schema()
+    migrate_database(postgres_cluster.url, schema=schema)
+    with PostgresThreadStore(postgres_cluster.url, schema=schema) as store:
+        thread = store.create_thread(org_id="o", created_by="u", messages=[AgentMessage.text("hi")])
+    with psycopg.connect(postgres_cluster.url, autocommit=True) as raw:  # as version 1 left it
+        raw.execute(f'DROP TABLE "{schema}".snapshots, "{schema}".memory_versions')  # type: ignore[arg-type]
+    _set_version(postgres_cluster.url, schema, 1)
+    with pytest.raises(SchemaVersionError, match=f"version 1, this RoboZ needs {SCHEMA_VERSION}"):
+        PostgresThreadStore(postgres_cluster.url, schema=schema)
+    result = run_cli(
+        "threads", "migrate", "--url", postgres_cluster.url, "--schema", schema, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"version 1 -> {SCHEMA_VERSION}" in result.stdout
+    with PostgresThreadStore(postgres_cluster.url, schema=schema) as store:
+        assert store.get_thread(thread.thread_id).messages[0].content[0].text == "hi"  # type: ignore[union-attr]
+        assert [r.thread_id for r in store.list_runs(["u"])] == [thread.thread_id]
+        assert store.record_snapshot(
+            "s", project="p", thread_id=thread.thread_id, first_seq=0, last_seq=0
+        )
+        assert store.record_memory_version("p", 0, "d", ["s"]) == 1
+
+
 def test_a_wrong_url_is_one_line_naming_the_server(tmp_path: Path) -> None:
     url = f"host={tmp_path} port=5999 dbname=nowhere user=x"
     with pytest.raises(

@@ -1,4 +1,5 @@
-"""Thread-runtime tests run real agents on the mock endpoint against a real SQLite store."""
+"""Thread-runtime tests run real agents on the mock endpoint against a real store, once on
+SQLite and once on PostgreSQL (a new schema in the session's throwaway cluster)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from roboz.threads import AgentThreadDelta, AgentThreadRecord, SQLiteThreadStore
+from roboz.threads import AgentThreadDelta, AgentThreadRecord, ThreadStore
+from tests.postgres import open_store
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteThreadStore]:
-    opened = SQLiteThreadStore(tmp_path / "threads.db")
+def store(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ThreadStore]:
+    opened = open_store(backend, tmp_path, request)
     yield opened
     opened.close()
 
@@ -20,7 +22,7 @@ def store(tmp_path: Path) -> Iterator[SQLiteThreadStore]:
 class HeldThread:
     """What a user interface holds: a record it only ever updates with ``apply_delta``."""
 
-    def __init__(self, store: SQLiteThreadStore, thread_id: str) -> None:
+    def __init__(self, store: ThreadStore, thread_id: str) -> None:
         self.store = store
         self.record = store.get_thread(thread_id)
         self.deltas: list[AgentThreadDelta] = []

@@ -30,8 +30,9 @@ from roboz.threads import (
     AgentToolResultContent,
     AgentToolUseContent,
     ClientToolSpec,
-    SQLiteThreadStore,
+    ThreadStore,
 )
+from tests.postgres import CHILD_PRELUDE, store_from_spec, store_spec
 
 from .conftest import HeldThread
 
@@ -53,9 +54,9 @@ from roboz import Agent, tool
 from roboz.agent import ClientToolResult, ClientToolTurn, current_scope
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Empty, Invoke, Message, Role, Str
-from roboz.threads import AnalysisScope, ClientToolSpec, SQLiteThreadStore
+from roboz.threads import AnalysisScope, ClientToolSpec
 
-db, step = sys.argv[1], sys.argv[2]
+where, step = sys.argv[1], sys.argv[2]
 
 @tool(chained_to="pick_files")
 def count_files(input: ClientToolResult, messages: list[Message]) -> Str:
@@ -72,7 +73,7 @@ agent = Agent(
     name="analyst",
     agent_endpoint=endpoint,
     tools=[count_files, roboz.tools.stop],
-    store=SQLiteThreadStore(db),
+    store=store_from_spec(where),
 )
 if step == "ask":
     spec = ClientToolSpec.model_validate_json(sys.argv[3])
@@ -92,9 +93,9 @@ else:
 """
 
 
-def run_process(db: Path, step: str, argument: str) -> object:
+def run_process(spec: str, step: str, argument: str) -> object:
     done = subprocess.run(
-        [sys.executable, "-c", PROCESS, str(db), step, argument],
+        [sys.executable, "-c", CHILD_PRELUDE + PROCESS, spec, step, argument],
         capture_output=True,
         text=True,
         timeout=60,
@@ -103,14 +104,16 @@ def run_process(db: Path, step: str, argument: str) -> object:
     return json.loads(done.stdout)
 
 
-def test_round_trip_across_two_processes(tmp_path: Path) -> None:
-    db = tmp_path / "threads.db"
-    store = SQLiteThreadStore(db)
+def test_round_trip_across_two_processes(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    where = store_spec(backend, tmp_path, request)
+    store = store_from_spec(where)
     store.create_thread(thread_id="job-1", org_id="local", created_by="web-ui")
     ui = HeldThread(store, "job-1")
     assert ui.record.status is AgentThreadStatus.NOT_STARTED
 
-    pending = run_process(db, "ask", PICK.model_dump_json())
+    pending = run_process(where, "ask", PICK.model_dump_json())
     assert pending == [
         {"tool_use_id": "tu_1", "tool_name": "pick_files", "input": {"pattern": "*.csv"}}
     ]
@@ -127,7 +130,7 @@ def test_round_trip_across_two_processes(tmp_path: Path) -> None:
     ui.matches_store()
     assert store.run_state("job-1")["owner"] is None  # the waiting run holds no lease
 
-    finished = run_process(db, "submit", json.dumps({"tu_1": ["a.csv", "b.csv", "c.csv"]}))
+    finished = run_process(where, "submit", json.dumps({"tu_1": ["a.csv", "b.csv", "c.csv"]}))
     assert finished["stop"] == "counted"
     # The client's result flowed down the chain into the native tool, which saw the scope
     # the first process was given: the run really continued in the second process.
@@ -149,7 +152,7 @@ def test_round_trip_across_two_processes(tmp_path: Path) -> None:
     store.close()
 
 
-def asking_agent(store: SQLiteThreadStore, *replies: object) -> tuple[Agent, MockLLMEndpoint]:
+def asking_agent(store: ThreadStore, *replies: object) -> tuple[Agent, MockLLMEndpoint]:
     endpoint = MockLLMEndpoint(
         [{"action": "pick_files", "pattern": "*.csv"}, *replies]  # type: ignore[list-item]
     )
@@ -157,7 +160,7 @@ def asking_agent(store: SQLiteThreadStore, *replies: object) -> tuple[Agent, Moc
     return agent, endpoint
 
 
-def test_wrong_result_ids_are_refused_and_nothing_is_recorded(store: SQLiteThreadStore) -> None:
+def test_wrong_result_ids_are_refused_and_nothing_is_recorded(store: ThreadStore) -> None:
     agent, endpoint = asking_agent(store, {"action": "stop", "value": "ok"})
     turn = agent.invoke(thread_id="t-1", client_tools=[PICK])
     assert isinstance(turn, ClientToolTurn)
@@ -188,7 +191,7 @@ def test_wrong_result_ids_are_refused_and_nothing_is_recorded(store: SQLiteThrea
 
 
 def test_arguments_are_checked_against_the_schema_before_the_client_sees_them(
-    store: SQLiteThreadStore,
+    store: ThreadStore,
 ) -> None:
     endpoint = MockLLMEndpoint(
         [
@@ -210,7 +213,7 @@ def test_arguments_are_checked_against_the_schema_before_the_client_sees_them(
     assert "### pick_files" in system and '"minLength":1' in system
 
 
-def test_unsupported_schemas_and_stores_are_clear_errors(store: SQLiteThreadStore) -> None:
+def test_unsupported_schemas_and_stores_are_clear_errors(store: ThreadStore) -> None:
     agent, _ = asking_agent(store)
     odd = PICK.model_copy(update={"input_schema": {"type": "object", "oneOf": []}})
     with pytest.raises(AgentConfigurationError, match=r"keywords \['oneOf'\] are not supported"):
@@ -220,7 +223,7 @@ def test_unsupported_schemas_and_stores_are_clear_errors(store: SQLiteThreadStor
         in_memory.invoke(client_tools=[PICK])
 
 
-def test_only_the_llm_calls_a_client_tool(store: SQLiteThreadStore) -> None:
+def test_only_the_llm_calls_a_client_tool(store: ThreadStore) -> None:
     @tool
     def sneaky(input: Empty, messages: list[Message]) -> Invoke:
         """Try to run the client tool from the server."""
@@ -233,7 +236,7 @@ def test_only_the_llm_calls_a_client_tool(store: SQLiteThreadStore) -> None:
 
 
 def test_a_tool_chained_to_a_missing_client_tool_fails_when_the_run_starts(
-    store: SQLiteThreadStore,
+    store: ThreadStore,
 ) -> None:
     @tool(chained_to="pick_files")
     def after(input: ClientToolResult, messages: list[Message]) -> Str:
@@ -247,7 +250,7 @@ def test_a_tool_chained_to_a_missing_client_tool_fails_when_the_run_starts(
         agent.invoke([Message(role=Role.USER, content="go")], thread_id="t-5")
 
 
-def test_async_round_trip(store: SQLiteThreadStore) -> None:
+def test_async_round_trip(store: ThreadStore) -> None:
     agent, _ = asking_agent(store, {"action": "stop", "value": "async ok"})
 
     async def main() -> object:

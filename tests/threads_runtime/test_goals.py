@@ -17,7 +17,7 @@ from roboz.threads import (
     AgentGoal,
     AgentGoalStatus,
     AgentThreadStatus,
-    SQLiteThreadStore,
+    ThreadStore,
 )
 
 from .conftest import HeldThread
@@ -38,7 +38,7 @@ def stop_says(goal: AgentGoal, messages: list[Message], stop: Stop) -> bool | st
     return stop.value == goal.model_extra["answer"] or "the answer is wrong"  # type: ignore[index]
 
 
-def make_agent(store: SQLiteThreadStore, replies: list[object], events: list[Event]) -> Agent:
+def make_agent(store: ThreadStore, replies: list[object], events: list[Event]) -> Agent:
     return Agent(
         name="writer",
         agent_endpoint=MockLLMEndpoint(replies),  # type: ignore[arg-type]
@@ -54,7 +54,7 @@ ASK = [Message(role=Role.USER, content="Write the weekly report.")]
 GOAL = {"goal_type": "report_written", "path": "weekly.md"}
 
 
-def test_goals_achieved_after_a_reprompt(store: SQLiteThreadStore) -> None:
+def test_goals_achieved_after_a_reprompt(store: ThreadStore) -> None:
     store.create_thread(thread_id="g-1", org_id="local", created_by="ui")
     ui = HeldThread(store, "g-1")
     assert ui.record.goals == []
@@ -86,7 +86,7 @@ def test_goals_achieved_after_a_reprompt(store: SQLiteThreadStore) -> None:
     assert later.goals is None and ui.record.goals == [goal]
 
 
-def test_goals_failed_when_the_budget_runs_out(store: SQLiteThreadStore) -> None:
+def test_goals_failed_when_the_budget_runs_out(store: ThreadStore) -> None:
     store.create_thread(thread_id="g-2", org_id="local", created_by="ui")
     ui = HeldThread(store, "g-2")
     events: list[Event] = []
@@ -108,7 +108,7 @@ def test_goals_failed_when_the_budget_runs_out(store: SQLiteThreadStore) -> None
     ui.matches_store()
 
 
-def test_goals_of_earlier_turns_are_not_driven(store: SQLiteThreadStore) -> None:
+def test_goals_of_earlier_turns_are_not_driven(store: ThreadStore) -> None:
     events: list[Event] = []
     agent = make_agent(store, [{"action": "stop", "value": "x"}] * 4, events)
     agent.max_goal_prompts = 0
@@ -127,7 +127,7 @@ def promise_report(input: Str, messages: list[Message]) -> Str:
     return Str(value="promised")
 
 
-def test_a_tool_declares_a_goal(store: SQLiteThreadStore) -> None:
+def test_a_tool_declares_a_goal(store: ThreadStore) -> None:
     events: list[Event] = []
     agent = make_agent(
         store,
@@ -161,13 +161,13 @@ def test_goals_in_memory_without_a_store() -> None:
     assert stop.value == "yes"
 
 
-def test_a_goal_type_without_a_check_is_refused(store: SQLiteThreadStore) -> None:
+def test_a_goal_type_without_a_check_is_refused(store: ThreadStore) -> None:
     agent = make_agent(store, [], [])
     with pytest.raises(AgentConfigurationError, match="goal type 'unknown' has no check"):
         agent.invoke(list(ASK), thread_id="g-5", goals=[{"goal_type": "unknown"}])
 
 
-def test_a_check_that_raises_ends_the_run_with_a_clear_error(store: SQLiteThreadStore) -> None:
+def test_a_check_that_raises_ends_the_run_with_a_clear_error(store: ThreadStore) -> None:
     def broken(goal: AgentGoal, messages: list[Message], stop: Stop) -> bool:
         raise KeyError("path")
 

@@ -15,7 +15,7 @@ from roboz.threads import (
     AgentRole,
     AnalysisScope,
     ClientViewingContext,
-    SQLiteThreadStore,
+    ThreadStore,
     deletion_pass,
     stale_tool_exchanges,
 )
@@ -44,9 +44,7 @@ async def async_probe(input: Empty, messages: list[Message]) -> Str:
 PROBES = [{"action": "sync_probe"}, {"action": "async_probe"}, {"action": "stop", "value": "ok"}]
 
 
-def probe_agent(
-    store: SQLiteThreadStore | None = None, scope: AnalysisScope | None = None
-) -> Agent:
+def probe_agent(store: ThreadStore | None = None, scope: AnalysisScope | None = None) -> Agent:
     return Agent(
         name="probe",
         agent_endpoint=MockLLMEndpoint(PROBES * 2),  # type: ignore[arg-type]
@@ -73,7 +71,7 @@ def test_scope_reaches_every_tool_merged_over_the_agents_scope() -> None:
     assert current_scope() is None  # nothing leaks out of the run
 
 
-def test_viewing_context_is_a_block_on_the_users_message(store: SQLiteThreadStore) -> None:
+def test_viewing_context_is_a_block_on_the_users_message(store: ThreadStore) -> None:
     store.create_thread(thread_id="v-1", org_id="local", created_by="ui")
     ui = HeldThread(store, "v-1")
     viewing = ClientViewingContext(dataset_ids=["ds_1"], display_time_anchor_ns=5)
@@ -120,7 +118,7 @@ def test_viewing_context_is_a_block_on_the_users_message(store: SQLiteThreadStor
     assert kept == [viewing, later]
 
 
-def test_streams_take_the_scope_and_end_on_a_client_tool_use(store: SQLiteThreadStore) -> None:
+def test_streams_take_the_scope_and_end_on_a_client_tool_use(store: ThreadStore) -> None:
     from roboz.agent import ClientToolUse
     from roboz.runtime.events import AgentFinished
     from roboz.threads import AgentThreadStatus, ClientToolSpec

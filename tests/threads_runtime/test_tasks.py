@@ -11,7 +11,7 @@ from roboz.agent import TASK_TOOLS
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Message, Role
 from roboz.runtime.events import Event, ToolFinished
-from roboz.threads import AgentTaskStatus, SQLiteThreadStore
+from roboz.threads import AgentTaskStatus, ThreadStore
 
 from .conftest import HeldThread
 
@@ -31,7 +31,7 @@ PLAN = [
 ]
 
 
-def test_task_rule_and_snapshots(store: SQLiteThreadStore) -> None:
+def test_task_rule_and_snapshots(store: ThreadStore) -> None:
     store.create_thread(thread_id="p-1", org_id="local", created_by="ui")
     ui = HeldThread(store, "p-1")
     assert ui.record.tasks == []

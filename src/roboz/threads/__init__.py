@@ -93,6 +93,10 @@ def _postgres_store_fits_the_interface(store: PostgresThreadStore) -> ThreadStor
     return store  # psycopg is imported when a PostgresThreadStore is made, not here
 
 
+def _postgres_store_keeps_the_ledger(store: PostgresThreadStore) -> LibrarianLedger:
+    return store  # checked by mypy: PostgresThreadStore must satisfy LibrarianLedger
+
+
 __all__ = [
     "AGENT_CONTENT_MODEL_BY_TYPE",
     "FILLER_TEXT",

@@ -5,6 +5,10 @@ snapshot" is one indexed read of the rows after a sequence number, and a sweep w
 is one query over the watched agents' threads (O(threads), no message is read). A snapshot or
 memory version that retention removed stays as a tombstone row: its coverage is still known,
 so it is never made again.
+
+The SQL is the shared, portable kind (see ``_sql``), so SQLite and PostgreSQL keep the ledger
+with this one copy of it. A write locks what its check-then-write guards: a snapshot locks its
+thread (coverage is per thread), a memory version or a retention pass its project.
 """
 
 from __future__ import annotations
@@ -12,15 +16,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from roboz.threads._runs import owner_is_alive
 from roboz.threads.record import utc_now
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractContextManager
-    from pathlib import Path
+
+    from roboz.threads._sql import Conn
 
 
 class RunInfo(NamedTuple):
@@ -83,6 +87,11 @@ _SNAPSHOT_COLUMNS = (
 )
 
 
+def _project_lock(project: str) -> str:
+    # The write-lock key of a project's ledger, kept apart from thread ids (which are keys too).
+    return f"project\0{project}"
+
+
 def _snapshot(row: Sequence[object]) -> SnapshotRecord:
     values = list(row)
     values[7] = bool(values[7])
@@ -90,14 +99,15 @@ def _snapshot(row: Sequence[object]) -> SnapshotRecord:
 
 
 class LedgerMixin:
-    """The Librarian's half of :class:`~roboz.threads.store.SQLiteThreadStore`."""
+    """The Librarian's half of a thread store (mixed into each backend's store)."""
 
     if TYPE_CHECKING:
-        path: Path
-        # SQLite's connections (the ledger uses executemany, which the backend-neutral
-        # connection interface leaves out); its writes are per project, not per thread.
-        _read: Callable[[], AbstractContextManager[Any]]
-        _write: Callable[..., AbstractContextManager[Any]]
+        _read: Callable[[], AbstractContextManager[Conn]]
+        _write: Callable[[str], AbstractContextManager[Conn]]
+
+        def _owner_alive(
+            self, conn: Conn, owner: str, pid: int | None, start: str | None
+        ) -> bool: ...
 
         def recover_interrupted(self, thread_id: str) -> None: ...
 
@@ -116,9 +126,12 @@ class LedgerMixin:
         )
         with self._read() as conn:
             rows = conn.execute(query, tuple(agents)).fetchall()
+            # Asked inside the read: PostgreSQL tells another host's live holder by its lock.
+            alive = [row[5] is not None and self._owner_alive(conn, *row[5:]) for row in rows]
         runs = []
-        for thread_id, agent, created, count, covered, owner, pid, start in rows:
-            if owner is not None and not owner_is_alive(owner, pid, start):
+        for row, held in zip(rows, alive, strict=True):
+            thread_id, agent, created, count, covered, owner, pid, _ = row
+            if owner is not None and not held:
                 self.recover_interrupted(thread_id)
                 with self._read() as conn:
                     (count,) = conn.execute(
@@ -151,7 +164,7 @@ class LedgerMixin:
 
         False (and nothing written) when a snapshot already covers any of those messages:
         two sweeps never cover the same messages twice."""
-        with self._write() as conn:
+        with self._write(thread_id) as conn:
             (covered,) = conn.execute(
                 "SELECT max(last_seq) FROM snapshots WHERE thread_id = ?", (thread_id,)
             ).fetchone()
@@ -181,7 +194,7 @@ class LedgerMixin:
         """Record memory version ``base_version + 1`` and mark ``snapshot_ids`` taken in, in
         one transaction. None (nothing written) when a newer version than ``base_version``
         exists already: the consolidation was superseded and is discarded."""
-        with self._write() as conn:
+        with self._write(_project_lock(project)) as conn:
             (latest,) = conn.execute(
                 "SELECT coalesce(max(version), 0) FROM memory_versions WHERE project = ?",
                 (project,),
@@ -222,7 +235,7 @@ class LedgerMixin:
     ) -> None:
         """Tombstone snapshots and memory versions whose files retention removed. Pending
         snapshots and the latest memory version are refused (ValueError, nothing written)."""
-        with self._write() as conn:
+        with self._write(_project_lock(project)) as conn:
             for snapshot_id in snapshot_ids:
                 row = conn.execute(
                     "SELECT consolidated_in FROM snapshots WHERE snapshot_id = ? AND project = ?",
@@ -247,14 +260,14 @@ class LedgerMixin:
     def delete_run(self, thread_id: str) -> bool:
         """Delete an ended run's thread with its messages; False when it is gone already or
         a live run holds it (an active run is never deleted). Its snapshot records stay."""
-        with self._write() as conn:
+        with self._write(thread_id) as conn:
             row = conn.execute(
                 "SELECT lease_owner, lease_pid, lease_start FROM threads WHERE thread_id = ?",
                 (thread_id,),
             ).fetchone()
             if row is None:
                 return False
-            if row[0] is not None and owner_is_alive(*row):
+            if row[0] is not None and self._owner_alive(conn, *row):
                 return False
             conn.execute("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
         return True

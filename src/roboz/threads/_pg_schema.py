@@ -71,6 +71,31 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (thread_id, seq, tier)
     )
     """,
+    # The Librarian's ledger (as SQLite's version 3): no foreign key to threads, since a
+    # snapshot's record outlives the run it summarized.
+    """
+    CREATE TABLE snapshots (
+        snapshot_id TEXT COLLATE "C" PRIMARY KEY,
+        project TEXT COLLATE "C" NOT NULL,
+        thread_id TEXT COLLATE "C" NOT NULL,
+        first_seq INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL,
+        created TEXT COLLATE "C" NOT NULL,
+        consolidated_in INTEGER,
+        deleted INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE UNIQUE INDEX snapshots_by_source ON snapshots (thread_id, first_seq);
+    CREATE INDEX snapshots_by_project ON snapshots (project, consolidated_in);
+    CREATE TABLE memory_versions (
+        project TEXT COLLATE "C" NOT NULL,
+        version INTEGER NOT NULL,
+        created TEXT COLLATE "C" NOT NULL,
+        digest TEXT NOT NULL,
+        snapshot_ids TEXT NOT NULL,
+        deleted INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (project, version)
+    )
+    """,
 )
 """Migration N (from index 0) takes the schema from version N to N + 1. Append, never edit."""
 

@@ -8,7 +8,7 @@ differently translates them in its connection wrapper (see ``_postgres``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from roboz.threads.errors import ThreadNotFoundError
@@ -24,6 +24,10 @@ class Conn(Protocol):
     """A connection inside a transaction the store opened (``sqlite3.Connection`` is one)."""
 
     def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> object:
+        """Run ``sql`` once per parameter sequence (one round trip where the driver can)."""
+        ...
 
 
 def bump_revision(conn: Conn, thread_id: str, *tracked: str) -> int:

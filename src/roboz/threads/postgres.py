@@ -22,12 +22,13 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, LiteralString, cast
 
 from roboz.threads._base import ThreadStoreBase
+from roboz.threads._ledger import LedgerMixin
 from roboz.threads._pg_schema import SCHEMA_VERSION, check_version, migrate, read_version
 from roboz.threads._runs import on_this_host
 from roboz.threads._sql import Conn, Cursor
@@ -88,6 +89,13 @@ class _Connection:
         # The shared SQL is built from literals only; psycopg wants that spelled LiteralString.
         return self.raw.execute(cast(Any, text), params)
 
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> object:
+        text, order = _translate(sql)
+        rows = [p if order is None else [p[i] for i in order] for p in parameters]
+        with self.raw.cursor() as cursor:
+            cursor.executemany(cast(Any, text), rows)
+        return None
+
 
 def _key(text: str) -> int:
     """A stable signed 64-bit key for an advisory lock (collisions only serialize)."""
@@ -136,8 +144,9 @@ def connect(url: str, where: str) -> psycopg.Connection[Any]:
     return raw
 
 
-class PostgresThreadStore(ThreadStoreBase):
-    """Threads, messages, tasks, goals, compressed variants and run leases in PostgreSQL.
+class PostgresThreadStore(ThreadStoreBase, LedgerMixin):
+    """Threads, messages, tasks, goals, compressed variants, run leases and the Librarian's
+    ledger in PostgreSQL.
 
     ``url`` is a libpq URL or conninfo string (``postgresql://user@host/db``,
     ``host=/run/postgresql dbname=roboz``); ``schema`` is the PostgreSQL schema holding the

@@ -1,4 +1,6 @@
-"""Synthetic watched runs in a real SQLite store, and the Librarian's steps around them."""
+"""Synthetic watched runs in a real store, and the Librarian's steps around them: the
+``maintenance`` fixture keeps its ledger in the sandbox's SQLite run store, then in a new
+schema of the session's PostgreSQL cluster."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from roboz.agent.persistence import thread_row
 from roboz.models import Message, Role
 from roboz.shed.sandbox import Sandbox
 from roboz.shed.tools.maintenance import Maintenance
-from roboz.threads import SQLiteThreadStore
+from roboz.threads import LibrarianLedger
+from tests.postgres import open_store
 
 
 @pytest.fixture
@@ -20,14 +23,17 @@ def sandbox(tmp_path: Path) -> Sandbox:
 
 
 @pytest.fixture
-def maintenance(sandbox: Sandbox) -> Iterator[Maintenance]:
-    kept = Maintenance(sandbox, ("worker",))
+def maintenance(
+    sandbox: Sandbox, backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Maintenance]:
+    ledger = None if backend == "sqlite" else open_store(backend, tmp_path, request)
+    kept = Maintenance(sandbox, ("worker",), ledger=ledger)
     yield kept
     kept.store.close()
 
 
 def add_run(
-    store: SQLiteThreadStore,
+    store: LibrarianLedger,
     thread_id: str,
     texts: list[str],
     *,
@@ -48,7 +54,7 @@ def add_run(
     return lease
 
 
-def append(store: SQLiteThreadStore, thread_id: str, text: str) -> None:
+def append(store: LibrarianLedger, thread_id: str, text: str) -> None:
     lease, rows, _ = store.open_run(
         thread_id, org_id="local", created_by="worker", created_from_agent_id="worker"
     )

@@ -5,7 +5,6 @@ images reach the summarizer only as markers."""
 from __future__ import annotations
 
 import base64
-import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from roboz.shed.sandbox import Sandbox, SandboxError
 from roboz.shed.tools.maintenance import Maintenance
 from roboz.shed.tools.snapshots import Snapshots
 from roboz.threads import SQLiteThreadStore
+from tests.postgres import execute_behind
 from tests.shed.memory.conftest import add_run
 from tests.shed.memory.summarizer import ScriptedSummarizer
 
@@ -98,8 +98,8 @@ def test_a_sleeping_librarian_can_be_cancelled(sandbox: Sandbox) -> None:
 def test_an_interrupted_run_counts_as_ended(maintenance: Maintenance) -> None:
     store = maintenance.store
     add_run(store, "crashed", ["fact: before the crash"], close=False)
-    with sqlite3.connect(maintenance.sandbox.run_store) as raw:  # its process is gone
-        raw.execute("UPDATE threads SET lease_pid = 999999999, lease_start = 'gone'")
+    # Its process is gone.
+    execute_behind(store, "UPDATE threads SET lease_pid = 999999999, lease_start = 'gone'")
     Snapshots(maintenance, ScriptedSummarizer(), threshold_tokens=10**6).sweep([])
     (record,) = store.list_snapshots("p")
     assert (record.first_seq, record.last_seq) == (0, 1)  # the message and the notice

@@ -135,7 +135,7 @@ def test_a_corrupt_memory_document_is_reported_and_not_injected(
 ) -> None:
     sweep(pending(maintenance))
     (version,) = maintenance.store.list_memory_versions("p")
-    startup = MemoryStartup(sandbox)
+    startup = MemoryStartup(sandbox, store=maintenance.ledger)
     messages = [Message(role=Role.USER, content="task")]
     startup._run(Empty(), messages)
     assert messages[-1].message_kind == "memory" and "fact: alpha" in messages[-1].content
@@ -144,7 +144,7 @@ def test_a_corrupt_memory_document_is_reported_and_not_injected(
     events: list[Event] = []
     fresh = [Message(role=Role.USER, content="task")]
     with use_pipe(EventPipe([events.append])):
-        MemoryStartup(sandbox)._run(Empty(), fresh)
+        MemoryStartup(sandbox, store=maintenance.ledger)._run(Empty(), fresh)
     assert [m.content for m in fresh] == ["task"]
     assert [type(e) for e in events] == [MemoryCorrupt]
 

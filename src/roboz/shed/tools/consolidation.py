@@ -26,7 +26,7 @@ from roboz.shed.tools.maintenance import (
     digest,
     write_atomically,
 )
-from roboz.threads import MemoryVersion, SnapshotRecord, SQLiteThreadStore
+from roboz.threads import LibrarianLedger, MemoryVersion, SnapshotRecord, SQLiteThreadStore
 from roboz.tools import Tool
 
 DEFAULT_NAME = "consolidate_memory"
@@ -86,7 +86,7 @@ def snapshot_path(sandbox: Sandbox, snapshot_id: str) -> Path:
     return sandbox.snapshots_dir / f"{snapshot_id}.md"
 
 
-def latest_memory(store: SQLiteThreadStore, sandbox: Sandbox) -> tuple[int, str | None]:
+def latest_memory(store: LibrarianLedger, sandbox: Sandbox) -> tuple[int, str | None]:
     """The latest memory version and its document (None when there is none or it is
     corrupt, which is reported as MemoryCorrupt)."""
     versions = store.list_memory_versions(sandbox.project_dir.name)
@@ -205,11 +205,14 @@ class MemoryStartup:
     """A default tool for a watched agent: once per run, before its first LLM call, the
     latest memory document joins the conversation as a start-up message."""
 
-    def __init__(self, sandbox: Sandbox, *, name: str = STARTUP_NAME) -> None:
+    def __init__(
+        self, sandbox: Sandbox, *, name: str = STARTUP_NAME, store: LibrarianLedger | None = None
+    ) -> None:
         self.sandbox = sandbox
         self.name = name
         self._seen: int | None = None
-        self._store: SQLiteThreadStore | None = None
+        self._store = store
+        """The store keeping the ledger; None: the sandbox's SQLite run store, once it exists."""
 
     def tool(self) -> Tool:
         return Tool(
@@ -225,9 +228,9 @@ class MemoryStartup:
         if self._seen == id(messages):
             return Empty()
         self._seen = id(messages)
-        if not self.sandbox.run_store.exists():
-            return Empty()
         if self._store is None:
+            if not self.sandbox.run_store.exists():
+                return Empty()
             self._store = SQLiteThreadStore(self.sandbox.run_store)
         version, document = latest_memory(self._store, self.sandbox)
         if document is None:

@@ -22,7 +22,7 @@ from roboz.llm import EndpointLike, call_llm_api
 from roboz.models import Message, Role
 from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, Event, EventPipe
 from roboz.shed.sandbox import Sandbox
-from roboz.threads import RunInfo, SQLiteThreadStore
+from roboz.threads import LibrarianLedger, RunInfo, SQLiteThreadStore
 
 Step = Callable[[list[Message]], None]
 
@@ -81,7 +81,9 @@ class Maintenance:
     """The conversation of the Librarian's run in progress (where summary prompts go)."""
     sweeping: threading.RLock = field(default_factory=threading.RLock)
     """Held by each step, so a sweep run from the listener never interleaves with one."""
-    _store: SQLiteThreadStore | None = None
+    ledger: LibrarianLedger | None = None
+    """The store of the watched runs and the ledger (any backend's); None: the sandbox's
+    SQLite run store, opened on first use."""
     _listening: set[int] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -90,12 +92,12 @@ class Maintenance:
         return self.sandbox.project_dir.name  # raises when the sandbox has no project
 
     @property
-    def store(self) -> SQLiteThreadStore:
+    def store(self) -> LibrarianLedger:
         with self._lock:
-            if self._store is None:
+            if self.ledger is None:
                 self.sandbox.prepare()
-                self._store = SQLiteThreadStore(self.sandbox.run_store)
-            return self._store
+                self.ledger = SQLiteThreadStore(self.sandbox.run_store)
+            return self.ledger
 
     def listen(self, pipe: EventPipe) -> None:
         """Hear watched runs start and end on ``pipe`` (once per pipe)."""
