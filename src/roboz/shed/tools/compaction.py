@@ -75,11 +75,11 @@ def head_end(messages: Sequence[Message]) -> int:
 
 def transcript(messages: Sequence[Message], first_number: int = 1) -> str:
     """The messages as plain text for a summarizer; images become URL or numbered markers."""
-    lines = []
+    lines: list[str] = []
     number = first_number
     for message in messages:
         who = message.role.value + (f" ({message.caller})" if message.caller else "")
-        markers = []
+        markers: list[str] = []
         for image in message.images:
             if image.is_embedded:
                 markers.append(f"[image {number}]")

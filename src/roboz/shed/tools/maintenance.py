@@ -69,10 +69,10 @@ class Maintenance:
     watched: tuple[str, ...]
     own: str | None = None
     """The Librarian's own agent name: retention also prunes its ended runs."""
-    steps: dict[str, Step] = field(default_factory=dict)
+    steps: dict[str, Step] = field(default_factory=dict[str, Step])
     """The sweep's steps by tool name, in order (a rebuilt step replaces its old self)."""
     wake: threading.Event = field(default_factory=threading.Event)
-    ended: set[str] = field(default_factory=set)
+    ended: set[str] = field(default_factory=set[str])
     """Watched agents whose run in this process ended (heard on the pipe) while its lease is
     still being released."""
     began_inactive: bool = False
@@ -82,7 +82,7 @@ class Maintenance:
     sweeping: threading.RLock = field(default_factory=threading.RLock)
     """Held by each step, so a sweep run from the listener never interleaves with one."""
     _store: SQLiteThreadStore | None = None
-    _listening: set[int] = field(default_factory=set)
+    _listening: set[int] = field(default_factory=set[int])
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property

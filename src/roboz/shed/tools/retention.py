@@ -41,7 +41,7 @@ def _over(
 ) -> list[T]:
     """Of ``items`` (oldest first), those beyond the newest ``keep`` or older than the age."""
     cutoff = utc_now() - timedelta(seconds=max_age_s) if max_age_s is not None else None
-    doomed = []
+    doomed: list[T] = []
     for index, (item, when) in enumerate(zip(items, created, strict=True)):
         newer = len(items) - 1 - index
         if (keep is not None and newer >= keep) or (

@@ -62,7 +62,7 @@ def snapshot_id(thread_id: str, first_seq: int, last_seq: int) -> str:
 
 
 def _messages(rows: list[TailRow]) -> list[Message]:
-    messages = []
+    messages: list[Message] = []
     for row in rows:
         if row.extras in (NOTICE, DRAFT):
             # What the store said about the run (e.g. it failed or was interrupted).
