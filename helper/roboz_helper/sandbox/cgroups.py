@@ -28,6 +28,8 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+from .kernelfiles import write_control
+
 V1_DIR = "roboz-sandbox"
 V2_PREFIX = "run-"
 
@@ -35,14 +37,6 @@ V2_PREFIX = "run-"
 def _read(path: str) -> str:
     with open(path) as f:
         return f.read()
-
-
-def _write(path: str, value: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
 
 
 def _keyed(text: str) -> dict[str, int]:
@@ -114,8 +108,8 @@ def _probe_v2() -> Backend | None:
             os.makedirs(leaf, exist_ok=True)
             for pid in _read(os.path.join(base, "cgroup.procs")).split():
                 with contextlib.suppress(OSError):
-                    _write(os.path.join(leaf, "cgroup.procs"), pid)
-            _write(os.path.join(base, "cgroup.subtree_control"), "+memory +pids")
+                    write_control(os.path.join(leaf, "cgroup.procs"), pid)
+            write_control(os.path.join(base, "cgroup.subtree_control"), "+memory +pids")
     except OSError:
         return None
     return Backend(2, {"": base})
@@ -226,23 +220,23 @@ class RunCgroup:
     def set_limits(self, pids_max: int, memory_max: int) -> None:
         if self.be.version == 2:
             d = self.dirs[""]
-            _write(f"{d}/pids.max", str(pids_max))
-            _write(f"{d}/memory.max", str(memory_max))
+            write_control(f"{d}/pids.max", str(pids_max))
+            write_control(f"{d}/memory.max", str(memory_max))
             with contextlib.suppress(OSError):
-                _write(f"{d}/memory.swap.max", "0")
+                write_control(f"{d}/memory.swap.max", "0")
             with contextlib.suppress(OSError):
-                _write(f"{d}/memory.oom.group", "1")
+                write_control(f"{d}/memory.oom.group", "1")
             return
-        _write(f"{self.dirs['pids']}/pids.max", str(pids_max))
+        write_control(f"{self.dirs['pids']}/pids.max", str(pids_max))
         mem = self.dirs["memory"]
         if self.be.memsw:
-            _write(f"{mem}/memory.memsw.limit_in_bytes", "-1")  # memsw must stay >= limit
-        _write(f"{mem}/memory.limit_in_bytes", str(memory_max))
+            write_control(f"{mem}/memory.memsw.limit_in_bytes", "-1")  # memsw must stay >= limit
+        write_control(f"{mem}/memory.limit_in_bytes", str(memory_max))
         if self.be.memsw:
             # memory+swap == memory: the run cannot use swap at all.
-            _write(f"{mem}/memory.memsw.limit_in_bytes", str(memory_max))
+            write_control(f"{mem}/memory.memsw.limit_in_bytes", str(memory_max))
         with contextlib.suppress(OSError):
-            _write(f"{mem}/memory.swappiness", "0")
+            write_control(f"{mem}/memory.swappiness", "0")
 
     def rename(self, name: str) -> None:
         """v1 only: give a pooled cgroup (already holding a warm pid 1) the run's name."""
@@ -304,7 +298,7 @@ class RunCgroup:
         if self.be.version == 2:
             d = self.dirs[""]
             try:
-                _write(f"{d}/cgroup.kill", "1")
+                write_control(f"{d}/cgroup.kill", "1")
             except OSError:
                 for pid in self.pids():
                     with contextlib.suppress(OSError):
@@ -315,12 +309,12 @@ class RunCgroup:
             return True
         freezer = self.dirs["freezer"]
         with contextlib.suppress(OSError):
-            _write(f"{freezer}/freezer.state", "FROZEN")
+            write_control(f"{freezer}/freezer.state", "FROZEN")
         for pid in self.pids():
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):
-            _write(f"{freezer}/freezer.state", "THAWED")
+            write_control(f"{freezer}/freezer.state", "THAWED")
         return False
 
     def kill_all(self, timeout_s: float = 5.0) -> bool:

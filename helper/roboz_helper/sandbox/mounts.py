@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import syscalls as sc
@@ -193,51 +194,58 @@ def read_script(fd: int) -> bytes:
 _O_PATH = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _open_nofollow(root_fd: int, path: str) -> int:
-    """Open ``path`` (absolute) under ``root_fd`` with O_PATH, refusing symlinks anywhere."""
-    fd = os.dup(root_fd)
-    try:
-        for part in [p for p in path.split("/") if p]:
-            if part in (".", ".."):
-                raise SandboxError(f"path {path!r} contains {part!r}")
-            nfd = os.open(part, _O_PATH, dir_fd=fd)
-            os.close(fd)
-            fd = nfd
-            if stat.S_ISLNK(os.fstat(fd).st_mode):
-                raise SandboxError(f"refusing to follow a symlink at {path!r}")
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _make_target(root_fd: int, path: str, is_dir: bool, own_devs: set[int]) -> int:
-    """Open (creating it if needed, only inside our own tmpfs mounts) the mount point."""
+def _walk(
+    root_fd: int,
+    path: str,
+    refused: str,
+    missing: Callable[[int, str, bool], None] | None = None,
+) -> int:
+    """Open ``path`` (absolute) under ``root_fd`` with O_PATH one component at a time, refusing
+    ``.``/``..`` and symlinks anywhere (``refused`` names what a symlink would have been used
+    for). ``missing(dir_fd, name, is_last)`` creates a component that is not there; without
+    it a missing component raises FileNotFoundError."""
     fd = os.dup(root_fd)
     try:
         parts = [p for p in path.split("/") if p]
         for i, part in enumerate(parts):
-            last = i == len(parts) - 1
+            if part in (".", ".."):
+                raise SandboxError(f"path {path!r} contains {part!r}")
             try:
                 nfd = os.open(part, _O_PATH, dir_fd=fd)
             except FileNotFoundError:
-                if os.fstat(fd).st_dev not in own_devs:
-                    raise SandboxError(
-                        f"mount point {path!r} does not exist inside an earlier bind"
-                    ) from None
-                if last and not is_dir:
-                    os.close(os.open(part, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o444, dir_fd=fd))
-                else:
-                    os.mkdir(part, 0o755, dir_fd=fd)
+                if missing is None:
+                    raise
+                missing(fd, part, i == len(parts) - 1)
                 nfd = os.open(part, _O_PATH, dir_fd=fd)
             os.close(fd)
             fd = nfd
             if stat.S_ISLNK(os.fstat(fd).st_mode):
-                raise SandboxError(f"refusing to mount over a symlink at {path!r}")
+                raise SandboxError(f"refusing to {refused} a symlink at {path!r}")
         return fd
     except BaseException:
         os.close(fd)
         raise
+
+
+def _open_nofollow(root_fd: int, path: str) -> int:
+    """Open ``path`` (absolute) under ``root_fd`` with O_PATH, refusing symlinks anywhere."""
+    return _walk(root_fd, path, "follow")
+
+
+def _make_target(root_fd: int, path: str, is_dir: bool, own_devs: set[int]) -> int:
+    """Open (creating it if needed, only inside our own tmpfs mounts) the mount point."""
+
+    def create(dir_fd: int, name: str, last: bool) -> None:
+        if os.fstat(dir_fd).st_dev not in own_devs:
+            raise SandboxError(
+                f"mount point {path!r} does not exist inside an earlier bind"
+            ) from None  # raised while the FileNotFoundError is handled
+        if last and not is_dir:
+            os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o444, dir_fd=dir_fd))
+        else:
+            os.mkdir(name, 0o755, dir_fd=dir_fd)
+
+    return _walk(root_fd, path, "mount over", create)
 
 
 def _bind(

@@ -13,24 +13,15 @@ namespace, and every mount made by the set-up is locked against it.
 
 from __future__ import annotations
 
-import os
-
 import prctl
 
 from . import syscalls as sc
+from .kernelfiles import write_control
 
 # What pid 1 of the run unshares for itself (its parent made the pid namespace).
 INIT_NAMESPACES = sc.CLONE_NEWNS | sc.CLONE_NEWNET | sc.CLONE_NEWIPC | sc.CLONE_NEWUTS
 RUN_NAMESPACES = INIT_NAMESPACES | sc.CLONE_NEWPID
 HOSTNAME = "roboz-sandbox"
-
-
-def _write(path: str, data: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, data.encode())
-    finally:
-        os.close(fd)
 
 
 def map_self(inside_uid: int, inside_gid: int, outside_uid: int, outside_gid: int) -> None:
@@ -40,9 +31,9 @@ def map_self(inside_uid: int, inside_gid: int, outside_uid: int, outside_gid: in
     dumpable, which makes its /proc/self files root's: make it dumpable for the writes; pid 1
     and the run set their own dumpable flag afterwards."""
     prctl.set_dumpable(1)
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{inside_uid} {outside_uid} 1\n")
-    _write("/proc/self/gid_map", f"{inside_gid} {outside_gid} 1\n")
+    write_control("/proc/self/setgroups", "deny")
+    write_control("/proc/self/uid_map", f"{inside_uid} {outside_uid} 1\n")
+    write_control("/proc/self/gid_map", f"{inside_gid} {outside_gid} 1\n")
 
 
 def enter_pid_namespace(rootless: bool, outer_uid: int, outer_gid: int) -> None:

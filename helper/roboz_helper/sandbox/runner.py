@@ -66,6 +66,17 @@ def exec_target(spec: SandboxSpec, plan: mounts.MountPlan) -> tuple[str, tuple[s
     return plan.script_path, (spec.argv[0], *spec.argv[1:])
 
 
+def _read_ready(fd: int, size: int) -> bytes | None:
+    """What a readable non-blocking pipe holds: None if nothing after all, b"" at its end (or
+    when it broke, which ends it the same way)."""
+    try:
+        return os.read(fd, size)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
 class _Run:
     def __init__(self, spec: SandboxSpec, on_output: OnOutput):
         self.spec = spec
@@ -100,12 +111,9 @@ class _Run:
             self.readers.remove(fd)
 
     def _on_stream(self, stream: int, fd: int) -> None:
-        try:
-            data = os.read(fd, READ_CHUNK)
-        except BlockingIOError:
+        data = _read_ready(fd, READ_CHUNK)
+        if data is None:
             return
-        except OSError:
-            data = b""
         if not data:
             self._remove_reader(fd)
             self.queue.put_nowait((stream, None))
@@ -114,12 +122,9 @@ class _Run:
 
     def _on_status(self) -> None:
         fd = self.fds["status_r"]
-        try:
-            data = os.read(fd, 4096)
-        except BlockingIOError:
+        data = _read_ready(fd, 4096)
+        if data is None:
             return
-        except OSError:
-            data = b""
         if not data:
             self._remove_reader(fd)
             return

@@ -11,19 +11,24 @@ background agents (the Librarian first).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from roboz.deployment import Capability, RuntimeValue, ToolLabel
 from roboz.llm import EndpointLike
 from roboz.shed.sandbox import Sandbox
 from roboz.shed.tools import cadence, consolidation, retention, snapshots
 from roboz.shed.tools.maintenance import Maintenance
+from roboz.tools import Tool
 
 if TYPE_CHECKING:
     from roboz.deployment import DeployableAgent
     from roboz.runtime.events import EventPipe
 
 MAINTENANCE = "maintenance"
+
+
+class _BuildsTool(Protocol):
+    def tool(self) -> Tool: ...
 
 
 class _Step(Capability):
@@ -50,6 +55,13 @@ class _Step(Capability):
     def endpoints(self) -> tuple[EndpointLike, ...]:
         return (self.endpoint,) if self.endpoint is not None else ()
 
+    def build(self, agent: DeployableAgent, pipe: EventPipe) -> tuple[RuntimeValue, ...]:
+        return (self._step(*self._context(agent, pipe)).tool(),)
+
+    def _step(self, maintenance: Maintenance, endpoint: EndpointLike | None) -> _BuildsTool:
+        """The step this capability adds (``endpoint`` is where its summaries go)."""
+        raise NotImplementedError
+
 
 class ConversationSnapshots(_Step):
     """Snapshot what is new in each watched run (see :mod:`roboz.shed.tools.snapshots`)."""
@@ -74,10 +86,8 @@ class ConversationSnapshots(_Step):
             "timeout_s": timeout_s,
         }
 
-    def build(self, agent: DeployableAgent, pipe: EventPipe) -> tuple[RuntimeValue, ...]:
-        maintenance, endpoint = self._context(agent, pipe)
-        step = snapshots.Snapshots(maintenance, endpoint, name=self.name, **self.settings)
-        return (step.tool(),)
+    def _step(self, maintenance: Maintenance, endpoint: EndpointLike | None) -> _BuildsTool:
+        return snapshots.Snapshots(maintenance, endpoint, name=self.name, **self.settings)
 
 
 class MemoryConsolidation(_Step):
@@ -103,10 +113,8 @@ class MemoryConsolidation(_Step):
             "timeout_s": timeout_s,
         }
 
-    def build(self, agent: DeployableAgent, pipe: EventPipe) -> tuple[RuntimeValue, ...]:
-        maintenance, endpoint = self._context(agent, pipe)
-        step = consolidation.Consolidation(maintenance, endpoint, name=self.name, **self.settings)
-        return (step.tool(),)
+    def _step(self, maintenance: Maintenance, endpoint: EndpointLike | None) -> _BuildsTool:
+        return consolidation.Consolidation(maintenance, endpoint, name=self.name, **self.settings)
 
 
 class ArtifactRetention(_Step):
@@ -136,9 +144,8 @@ class ArtifactRetention(_Step):
             "max_memory_age_s": max_memory_age_s,
         }
 
-    def build(self, agent: DeployableAgent, pipe: EventPipe) -> tuple[RuntimeValue, ...]:
-        maintenance, _ = self._context(agent, pipe)
-        return (retention.Retention(maintenance, name=self.name, **self.settings).tool(),)
+    def _step(self, maintenance: Maintenance, endpoint: EndpointLike | None) -> _BuildsTool:
+        return retention.Retention(maintenance, name=self.name, **self.settings)
 
 
 class MaintenanceCadence(_Step):
@@ -151,9 +158,8 @@ class MaintenanceCadence(_Step):
         super().__init__(label)
         self.interval_s = interval_s
 
-    def build(self, agent: DeployableAgent, pipe: EventPipe) -> tuple[RuntimeValue, ...]:
-        maintenance, _ = self._context(agent, pipe)
-        return (cadence.Cadence(maintenance, interval_s=self.interval_s, name=self.name).tool(),)
+    def _step(self, maintenance: Maintenance, endpoint: EndpointLike | None) -> _BuildsTool:
+        return cadence.Cadence(maintenance, interval_s=self.interval_s, name=self.name)
 
 
 class ProjectMemory(Capability):

@@ -98,7 +98,7 @@ class Prepared:
     """A checked command, ready to run; ``pinned`` are closed after it ran (or was dropped)."""
 
     run: Callable[[bytes], Outcome]
-    pinned: list[Pinned] = field(default_factory=list)
+    pinned: list[Pinned] = field(default_factory=list[Pinned])
 
     def close(self) -> None:
         close_all(self.pinned)

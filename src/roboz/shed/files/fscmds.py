@@ -22,6 +22,7 @@ from roboz.shed.files.removal import protect_base, same_entry
 from roboz.shed.guard import (
     DIR_FLAGS,
     AccessError,
+    DirPlan,
     Pinned,
     atomic_write,
     check_deadline,
@@ -40,7 +41,7 @@ def prepare_touch(inv: Invocation) -> Prepared:
     pinned = inv.pin_destinations(displays, require_regular_or_dir)
 
     def run(stdin: bytes) -> Outcome:
-        errors = []
+        errors: list[str] = []
         for display, item in zip(displays, pinned, strict=True):
             try:
                 if item.exists:
@@ -68,7 +69,7 @@ def prepare_touch(inv: Invocation) -> Prepared:
 def prepare_mkdir(inv: Invocation) -> Prepared:
     displays = inv.paths(glob=False)
     parents = inv.parsed.has("-p")
-    plans = []
+    plans: list[DirPlan] = []
     try:
         for display in displays:
             logical = inv.guard.lexical(Operation.CREATE, display)
@@ -84,7 +85,7 @@ def prepare_mkdir(inv: Invocation) -> Prepared:
         raise
 
     def run(stdin: bytes) -> Outcome:
-        errors = []
+        errors: list[str] = []
         for display, plan in zip(displays, plans, strict=True):
             try:
                 os.close(plan.create())
@@ -302,7 +303,7 @@ def prepare_mv(inv: Invocation) -> Prepared:
     jobs, pinned = _plan_transfers(inv, plan_one)
 
     def run(stdin: bytes) -> Outcome:
-        errors = []
+        errors: list[str] = []
         for display, src, final in jobs:
             if not same_entry(src):
                 errors.append(f"mv: {display}: changed since it was checked; not moved")

@@ -83,7 +83,7 @@ class _Paths:
 
 def _check_children(inv: Invocation, item: Pinned, display: str) -> None:
     policy = inv.guard.policy
-    if policy.verdicts_below(item.physical, Operation.READ) == {ActionVerdict.allow}:
+    if policy.verdicts_below(item.physical, Operation.READ) == frozenset({ActionVerdict.allow}):
         return
     for name in os.listdir(item.proc_path):
         if policy.decide(f"{item.physical}/{name}", Operation.READ) is not ActionVerdict.allow:

@@ -42,8 +42,8 @@ class Step:
 class Parsed:
     """A command's allowlisted options (canonical name -> values) and its operands."""
 
-    options: dict[str, list[str]] = field(default_factory=dict)
-    operands: list[Token] = field(default_factory=list)
+    options: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
+    operands: list[Token] = field(default_factory=list[Token])
 
     def has(self, name: str) -> bool:
         return name in self.options

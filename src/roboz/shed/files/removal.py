@@ -113,7 +113,7 @@ def prepare_rm(inv: Invocation) -> Prepared:
     jobs = pin_for_removal(inv, displays, command="rm", force=force, recursive=recursive)
 
     def run(stdin: bytes) -> Outcome:
-        errors = []
+        errors: list[str] = []
         for display, item in jobs:
             if item.st is None:
                 continue

@@ -28,7 +28,7 @@ class FileCommandResult(Str):
     """The sequence's report as text (``value``); the structured form is kept for Python."""
 
     exit_status: int = Field(default=0, exclude=True)
-    commands: list[CommandReport] = Field(default_factory=list, exclude=True)
+    commands: list[CommandReport] = Field(default_factory=list[CommandReport], exclude=True)
 
 
 def _cap(text: str, limit: int) -> str:

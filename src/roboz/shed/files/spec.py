@@ -253,9 +253,9 @@ CONTROL_OPERATORS = ("&&", "||", ";", "|")
 def allowlist_text() -> str:
     """The full option allowlist, one line per command (for the skill's instructions):
     ``usage: summary; option, option (help); note``."""
-    lines = []
+    lines: list[str] = []
     for spec in SPECS.values():
-        same = set(SPECS[spec.like].options) if spec.like else set()
+        same: set[Option] = set(SPECS[spec.like].options) if spec.like else set()
         shared = [option.names[0] for option in spec.options if option in same]
         options = [f"{spec.like}'s {' '.join(shared)}"] if shared else []
         for option in spec.options:

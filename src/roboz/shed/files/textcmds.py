@@ -38,7 +38,8 @@ def _sources(inv: Invocation) -> tuple[list[str], list[Pinned]]:
 def _read(pinned: Pinned, limit: int) -> bytes:
     fd = reopen(pinned, os.O_RDONLY | os.O_NOFOLLOW)
     try:
-        chunks, size = [], 0
+        chunks: list[bytes] = []
+        size = 0
         while size <= limit:
             check_deadline()
             chunk = os.read(fd, CHUNK)
@@ -164,7 +165,7 @@ def _head_tail(inv: Invocation, tail: bool) -> Prepared:
     def run(stdin: bytes) -> Outcome:
         if not pinned:
             return _capped(cut(stdin), limit)
-        parts = []
+        parts: list[bytes] = []
         for index, (display, item) in enumerate(zip(displays, pinned, strict=True)):
             if multiple:
                 parts.append(b"%s==> %s <==\n" % (b"\n" if index else b"", display.encode()))
@@ -273,7 +274,7 @@ def prepare_tee(inv: Invocation) -> Prepared:
 
     def run(stdin: bytes) -> Outcome:
         data = stdin if content is None else content
-        errors = []
+        errors: list[str] = []
         for display, item in zip(displays, pinned, strict=True):
             try:
                 fd = open_for_write(item, append=append)

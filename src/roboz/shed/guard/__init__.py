@@ -12,6 +12,7 @@ from roboz.shed.guard._checks import AccessError, CommandGuard, PermissionDecide
 from roboz.shed.guard._deadline import CommandTimeout, check_deadline, deadline
 from roboz.shed.guard._fsops import (
     DIR_FLAGS,
+    DirPlan,
     atomic_write,
     check_subtree,
     default_file_mode,
@@ -27,6 +28,7 @@ __all__ = [
     "AccessError",
     "CommandGuard",
     "CommandTimeout",
+    "DirPlan",
     "PermissionDecided",
     "PermissionDenied",
     "Pinned",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 
 _deadline: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar(
     "roboz_shed_deadline", default=None
@@ -22,7 +22,7 @@ class CommandTimeout(Exception):
 
 
 @contextlib.contextmanager
-def deadline(seconds: float) -> Iterator[None]:
+def deadline(seconds: float) -> Generator[None, None, None]:
     token = _deadline.set((time.monotonic() + seconds, seconds))
     try:
         yield

@@ -62,7 +62,7 @@ def read_pinned(pinned: Pinned, limit: int | None = None) -> bytes:
     """The content of a pinned regular file (at most ``limit`` bytes when given)."""
     fd = reopen(pinned, os.O_RDONLY | os.O_NOFOLLOW)
     try:
-        chunks = []
+        chunks: list[bytes] = []
         remaining = limit if limit is not None else -1
         while remaining != 0:
             chunk = os.read(fd, 1 << 20 if remaining < 0 else min(remaining, 1 << 20))
@@ -125,7 +125,8 @@ def check_subtree(
     """
     policy = guard.policy
     uniform = dest is None and all(
-        policy.verdicts_below(top.physical, op) == {ActionVerdict.allow} for op in operations
+        policy.verdicts_below(top.physical, op) == frozenset({ActionVerdict.allow})
+        for op in operations
     )
     if uniform and not reads_content:
         return

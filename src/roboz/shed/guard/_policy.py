@@ -98,9 +98,10 @@ class PermissionPolicy:
         setattr_(self, "_matchers", {})
         setattr_(self, "_bulk", {})
         for operation in Operation:
-            single, bulk = [], []
+            single: list[str] = []
+            bulk: list[str] = []
             for verdict in order:
-                patterns = []
+                patterns: list[str] = []
                 for rule in groups[verdict]:
                     if not isinstance(rule, PermissionRule):
                         raise TypeError(f"rules must be PermissionRule, got {rule!r}")
@@ -222,7 +223,7 @@ class PermissionPolicy:
     def _name_matcher(self, rules: tuple[tuple[ActionVerdict, str], ...]) -> re.Pattern[str]:
         cached = self._name_matchers.get(rules)
         if cached is None:
-            groups = []
+            groups: list[str] = []
             for verdict in self._order:
                 names = [name_regex(name) for v, name in rules if v is verdict]
                 if names:

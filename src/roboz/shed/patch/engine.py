@@ -56,7 +56,7 @@ def _encode(text: str, what: str) -> bytes:
 
 def find_matches(data: bytes, needle: bytes) -> list[int]:
     """Start offsets of every occurrence of ``needle``, overlapping ones included."""
-    found = []
+    found: list[int] = []
     start = data.find(needle)
     while start != -1:
         found.append(start)
@@ -184,7 +184,7 @@ def _create_with_parents(guard: CommandGuard, logical: str, path: str, new: byte
 
 def _read_all(fd: int) -> bytes:
     size = os.fstat(fd).st_size
-    chunks = []
+    chunks: list[bytes] = []
     data = os.read(fd, max(size, 1 << 16) + 1)
     while data:
         chunks.append(data)

@@ -18,22 +18,22 @@ from roboz_helper.protocol import ExecCommand, Greeting, ListScripts, RunScript
 from roboz.shed.safe_scripts.client import (
     HEADER_SIZE,
     ClientRefused,
+    ClientSettings,
     ConnectionLost,
     HelperBusy,
     HelperTimeout,
+    ListingReader,
     OutputCallback,
+    RunReader,
     ScriptInfo,
     ShellScriptResult,
-    _check_greeting,
-    _ClientSettings,
-    _connect_error,
-    _decode_frame,
-    _frame_length,
-    _Listing,
-    _refused_result,
-    _Run,
-    _run_timeout,
+    check_greeting,
     command_request,
+    connect_error,
+    decode_frame,
+    frame_length,
+    refused_result,
+    run_timeout,
     script_request,
 )
 
@@ -64,8 +64,8 @@ class _AsyncConnection:
             raise ConnectionLost("the helper closed the connection unexpectedly") from None
 
     async def read(self) -> protocol.Response:
-        length = _frame_length(await self.read_exactly(HEADER_SIZE))
-        return _decode_frame(await self.read_exactly(length))
+        length = frame_length(await self.read_exactly(HEADER_SIZE))
+        return decode_frame(await self.read_exactly(length))
 
     async def send(self, message: protocol.Request) -> None:
         try:
@@ -113,16 +113,16 @@ class ScriptStream:
     async def _exchange(
         self, client: AsyncSafeScriptsClient, request: RunScript | ExecCommand
     ) -> AsyncGenerator[OutputChunk, None]:
-        conn = await client._connect()
+        conn = await _connect(client)
         try:
             try:
-                greeting = _check_greeting(await conn.read())
+                greeting = check_greeting(await conn.read())
             except (ClientRefused, HelperBusy) as exc:
-                self.result = _refused_result(exc)
+                self.result = refused_result(exc)
                 return
-            conn.timeout = _run_timeout(client.timeout, greeting)
+            conn.timeout = run_timeout(client.timeout, greeting)
             await conn.send(request)
-            run = _Run(client.max_capture_bytes)
+            run = RunReader(client.max_capture_bytes)
             while True:
                 item = run.feed(await conn.read())
                 if isinstance(item, ShellScriptResult):
@@ -133,24 +133,24 @@ class ScriptStream:
             conn.close()
 
 
-class AsyncSafeScriptsClient(_ClientSettings):
+class AsyncSafeScriptsClient(ClientSettings):
     """Talk to a roboz-helper on ``socket_path`` from asyncio code; the same calls, results
     and errors as SafeScriptsClient, plus ``stream_script`` / ``stream_command``."""
 
     async def check(self) -> Greeting:
         """Connect and return the helper's greeting, or raise why that is not possible."""
-        conn = await self._connect()
+        conn = await _connect(self)
         try:
-            return _check_greeting(await conn.read())
+            return check_greeting(await conn.read())
         finally:
             conn.close()
 
     async def list_scripts(self) -> list[ScriptInfo]:
-        conn = await self._connect()
+        conn = await _connect(self)
         try:
-            _check_greeting(await conn.read())
+            check_greeting(await conn.read())
             await conn.send(ListScripts())
-            listing = _Listing()
+            listing = ListingReader()
             while (found := listing.feed(await conn.read())) is None:
                 pass
             return found
@@ -177,13 +177,14 @@ class AsyncSafeScriptsClient(_ClientSettings):
         """Run an allowlisted executable; argv[0] must be its absolute path."""
         return await _finish(self.stream_command(argv), on_output)
 
-    async def _connect(self) -> _AsyncConnection:
-        try:
-            async with asyncio.timeout(self.timeout):
-                reader, writer = await asyncio.open_unix_connection(self.socket_path)
-        except OSError as exc:
-            raise _connect_error(exc, self.socket_path) from None
-        return _AsyncConnection(reader, writer, self.timeout)
+
+async def _connect(settings: ClientSettings) -> _AsyncConnection:
+    try:
+        async with asyncio.timeout(settings.timeout):
+            reader, writer = await asyncio.open_unix_connection(settings.socket_path)
+    except OSError as exc:
+        raise connect_error(exc, settings.socket_path) from None
+    return _AsyncConnection(reader, writer, settings.timeout)
 
 
 async def _finish(stream: ScriptStream, on_output: OutputCallback | None) -> ShellScriptResult:

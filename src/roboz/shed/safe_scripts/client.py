@@ -129,7 +129,7 @@ class _Capture:
 # are read and written differs.
 
 
-def _frame_length(header: bytes) -> int:
+def frame_length(header: bytes) -> int:
     """The body length announced by a frame header."""
     try:
         return protocol.parse_length(header)
@@ -137,14 +137,14 @@ def _frame_length(header: bytes) -> int:
         raise ProtocolMismatch(f"undecodable frame from the helper: {exc}") from None
 
 
-def _decode_frame(body: bytes) -> protocol.Response:
+def decode_frame(body: bytes) -> protocol.Response:
     try:
         return protocol.decode_response(body)
     except FrameError as exc:
         raise ProtocolMismatch(f"undecodable frame from the helper: {exc}") from None
 
 
-def _connect_error(exc: OSError, socket_path: str) -> SafeScriptsError:
+def connect_error(exc: OSError, socket_path: str) -> SafeScriptsError:
     """What a failed connect to ``socket_path`` means for the caller."""
     if isinstance(exc, FileNotFoundError):
         return HelperUnavailable(f"no helper socket at {socket_path}; is roboz-helper running?")
@@ -171,7 +171,7 @@ def command_request(argv: Sequence[str]) -> ExecCommand:
     return ExecCommand(argv=list(argv), trace_id=current_trace_id())
 
 
-def _check_greeting(frame: protocol.Response) -> Greeting:
+def check_greeting(frame: protocol.Response) -> Greeting:
     """The helper's first frame: a greeting in our protocol version, or why not."""
     if isinstance(frame, RunCompletion):
         _raise_for_handshake(frame)
@@ -185,12 +185,12 @@ def _check_greeting(frame: protocol.Response) -> Greeting:
     return frame
 
 
-def _run_timeout(timeout: float, greeting: Greeting) -> float:
+def run_timeout(timeout: float, greeting: Greeting) -> float:
     """How long to wait for a frame during a run: the run's own limit, plus grace."""
     return max(timeout, greeting.limits.timeout_s + _RUN_GRACE_S)
 
 
-class _Listing:
+class ListingReader:
     """The frames answering ListScripts."""
 
     def __init__(self) -> None:
@@ -209,7 +209,7 @@ class _Listing:
         _unexpected(frame)
 
 
-class _Run:
+class RunReader:
     """The frames of one run: output (kept up to ``max_capture`` bytes per stream), then the
     completion that becomes the result."""
 
@@ -238,7 +238,7 @@ class _Run:
         _unexpected(frame)
 
 
-def _refused_result(exc: ClientRefused | HelperBusy) -> ShellScriptResult:
+def refused_result(exc: ClientRefused | HelperBusy) -> ShellScriptResult:
     """A run the helper would not start is a result (refused or busy), not an error."""
     return _empty_result("refused" if isinstance(exc, ClientRefused) else "busy", str(exc))
 
@@ -262,7 +262,7 @@ class _Connection:
         return bytes(buf)
 
     def read(self) -> protocol.Response:
-        return _decode_frame(self.recv_exactly(_frame_length(self.recv_exactly(HEADER_SIZE))))
+        return decode_frame(self.recv_exactly(frame_length(self.recv_exactly(HEADER_SIZE))))
 
     def send(self, message: protocol.Request) -> None:
         try:
@@ -271,7 +271,7 @@ class _Connection:
             raise ConnectionLost("the helper closed the connection unexpectedly") from None
 
 
-class _ClientSettings:
+class ClientSettings:
     """Where the helper is and how long to wait for it; shared by both clients."""
 
     def __init__(
@@ -285,7 +285,7 @@ class _ClientSettings:
         self.max_capture_bytes = max_capture_bytes
 
 
-class SafeScriptsClient(_ClientSettings):
+class SafeScriptsClient(ClientSettings):
     """Talk to a roboz-helper on `socket_path`.
 
     `timeout` bounds connecting and each wait for a frame; while a run is in progress the wait
@@ -298,16 +298,16 @@ class SafeScriptsClient(_ClientSettings):
         """Connect and return the helper's greeting, or raise why that is not possible."""
         conn = self._connect()
         try:
-            return _check_greeting(conn.read())
+            return check_greeting(conn.read())
         finally:
             conn.sock.close()
 
     def list_scripts(self) -> list[ScriptInfo]:
         conn = self._connect()
         try:
-            _check_greeting(conn.read())
+            check_greeting(conn.read())
             conn.send(ListScripts())
-            listing = _Listing()
+            listing = ListingReader()
             while (found := listing.feed(conn.read())) is None:
                 pass
             return found
@@ -338,7 +338,7 @@ class SafeScriptsClient(_ClientSettings):
             sock.connect(self.socket_path)
         except OSError as exc:
             sock.close()
-            raise _connect_error(exc, self.socket_path) from None
+            raise connect_error(exc, self.socket_path) from None
         return _Connection(sock)
 
     def _run(
@@ -347,12 +347,12 @@ class SafeScriptsClient(_ClientSettings):
         conn = self._connect()
         try:
             try:
-                greeting = _check_greeting(conn.read())
+                greeting = check_greeting(conn.read())
             except (ClientRefused, HelperBusy) as exc:
-                return _refused_result(exc)
-            conn.sock.settimeout(_run_timeout(self.timeout, greeting))
+                return refused_result(exc)
+            conn.sock.settimeout(run_timeout(self.timeout, greeting))
             conn.send(request)
-            run = _Run(self.max_capture_bytes)
+            run = RunReader(self.max_capture_bytes)
             while True:
                 item = run.feed(conn.read())
                 if isinstance(item, ShellScriptResult):

@@ -18,15 +18,15 @@ own message list, never in the agent's conversation.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from roboz.agent.current import current_agent
 from roboz.agent.view import COMPACTED_KIND
-from roboz.llm import EndpointLike, call_llm_api
+from roboz.llm import EndpointLike
 from roboz.models import Empty, Message, Role
 from roboz.runtime.events import Event, emit
+from roboz.shed.tools._bounded import call_bounded
 from roboz.tools import Tool
 
 DEFAULT_NAME = "compact_context"
@@ -75,11 +75,11 @@ def head_end(messages: Sequence[Message]) -> int:
 
 def transcript(messages: Sequence[Message], first_number: int = 1) -> str:
     """The messages as plain text for a summarizer; images become URL or numbered markers."""
-    lines = []
+    lines: list[str] = []
     number = first_number
     for message in messages:
         who = message.role.value + (f" ({message.caller})" if message.caller else "")
-        markers = []
+        markers: list[str] = []
         for image in message.images:
             if image.is_embedded:
                 markers.append(f"[image {number}]")
@@ -262,7 +262,9 @@ class Compactor:
             ),
         ]
         for attempt in range(1, self.max_attempts + 1):
-            text = self._call(summarizer, request).strip()
+            text = call_bounded(
+                summarizer, request, self.timeout_s, thread_name="roboz-compaction"
+            ).strip()
             size = estimate_tokens(text)
             if text and size <= budget:
                 return text, attempt
@@ -278,27 +280,6 @@ class Compactor:
                 ),
             ]
         return None, self.max_attempts
-
-    def _call(self, summarizer: EndpointLike, request: list[Message]) -> str:
-        cancel = threading.Event()
-        outcome: list[object] = []
-
-        def call() -> None:
-            try:
-                outcome.append(call_llm_api(summarizer, request, cancel=cancel)[0])
-            except BaseException as error:  # handed to the caller below
-                outcome.append(error)
-
-        worker = threading.Thread(target=call, name="roboz-compaction", daemon=True)
-        worker.start()
-        worker.join(self.timeout_s)
-        if worker.is_alive():
-            cancel.set()  # an endpoint that supports cancelling abandons the call
-            raise TimeoutError(f"the summarizer did not answer within {self.timeout_s:g} s")
-        result = outcome[0]
-        if isinstance(result, BaseException):
-            raise result
-        return str(result)
 
 
 def compaction_tool(**settings: object) -> Tool:

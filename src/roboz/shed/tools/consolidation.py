@@ -22,6 +22,7 @@ from roboz.runtime.events import Event, emit
 from roboz.shed.sandbox import Sandbox
 from roboz.shed.tools.maintenance import (
     Maintenance,
+    MaintenanceStep,
     ask_summarizer,
     digest,
     write_atomically,
@@ -111,8 +112,10 @@ def _sections_missing(reply: str) -> str | None:
     return None
 
 
-class Consolidation:
+class Consolidation(MaintenanceStep):
     """The consolidation step of one Librarian (build its tool with :meth:`tool`)."""
+
+    instruction = "Merge pending snapshots into the project's memory document."
 
     def __init__(
         self,
@@ -127,28 +130,12 @@ class Consolidation:
     ) -> None:
         if max_memory_tokens < 1 or max_batch < 1 or max_attempts < 1:
             raise ValueError("memory budget, batch and attempts must be positive")
-        self.maintenance = maintenance
         self.endpoint = endpoint
         self.max_memory_tokens = max_memory_tokens
         self.max_batch = max_batch
         self.max_attempts = max_attempts
         self.timeout_s = timeout_s
-        self.name = name
-        maintenance.steps[name] = self.sweep
-
-    def tool(self) -> Tool:
-        return Tool(
-            name=self.name,
-            instruction="Merge pending snapshots into the project's memory document.",
-            input_type=Empty,
-            output_types=(Empty,),
-            func=self._step,
-            records_own_output=True,
-        )
-
-    def _step(self, input: Empty, messages: list[Message]) -> Empty:
-        self.maintenance.run_step(self.sweep, messages)
-        return Empty()
+        super().__init__(maintenance, name)
 
     def sweep(self, messages: list[Message]) -> None:
         sandbox, store = self.maintenance.sandbox, self.maintenance.store

@@ -16,7 +16,7 @@ from roboz.tools import Tool, factory
 class FileCommandPlan(Accepted):
     """A syntactically valid command sequence on its way to the guarded executor."""
 
-    tokens: list[Token] = Field(default_factory=list, exclude=True)
+    tokens: list[Token] = Field(default_factory=list[Token], exclude=True)
 
 
 @factory

@@ -13,16 +13,19 @@ import hashlib
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from roboz.agent.current import current_agent
-from roboz.llm import EndpointLike, call_llm_api
-from roboz.models import Message, Role
+from roboz.llm import EndpointLike
+from roboz.models import Empty, Message, Role
 from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, Event, EventPipe
 from roboz.shed.sandbox import Sandbox
+from roboz.shed.tools._bounded import call_bounded
 from roboz.threads import LibrarianLedger, RunInfo, SQLiteThreadStore
+from roboz.tools import Tool
 
 Step = Callable[[list[Message]], None]
 
@@ -69,10 +72,10 @@ class Maintenance:
     watched: tuple[str, ...]
     own: str | None = None
     """The Librarian's own agent name: retention also prunes its ended runs."""
-    steps: dict[str, Step] = field(default_factory=dict)
+    steps: dict[str, Step] = field(default_factory=dict[str, Step])
     """The sweep's steps by tool name, in order (a rebuilt step replaces its old self)."""
     wake: threading.Event = field(default_factory=threading.Event)
-    ended: set[str] = field(default_factory=set)
+    ended: set[str] = field(default_factory=set[str])
     """Watched agents whose run in this process ended (heard on the pipe) while its lease is
     still being released."""
     began_inactive: bool = False
@@ -84,7 +87,7 @@ class Maintenance:
     ledger: LibrarianLedger | None = None
     """The store of the watched runs and the ledger (any backend's); None: the sandbox's
     SQLite run store, opened on first use."""
-    _listening: set[int] = field(default_factory=set)
+    _listening: set[int] = field(default_factory=set[int])
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -165,7 +168,9 @@ def ask_summarizer(
     record.append(Message(role=Role.TOOL, content=prompt, caller=caller, message_kind="request"))
     problem = ""
     for _ in range(attempts):
-        text = _call(endpoint, request, timeout_s).strip()
+        text = call_bounded(
+            endpoint, request, timeout_s, thread_name="roboz-librarian-summary"
+        ).strip()
         record.append(Message(role=Role.TOOL, content=text, caller=caller, message_kind="reply"))
         size = estimate_tokens(text)
         if not text:
@@ -187,26 +192,33 @@ def ask_summarizer(
     raise SummaryRejected(f"rejected after {attempts} attempt(s): {problem}")
 
 
-def _call(endpoint: EndpointLike, request: Sequence[Message], timeout_s: float) -> str:
-    cancel = threading.Event()
-    outcome: list[object] = []
+class MaintenanceStep:
+    """One of a Librarian's steps: registered with its Maintenance when built, and run as a
+    tool that takes nothing and records its own output (build it with :meth:`tool`)."""
 
-    def call() -> None:
-        try:
-            outcome.append(call_llm_api(endpoint, request, cancel=cancel)[0])
-        except BaseException as error:  # handed to the caller below
-            outcome.append(error)
+    instruction: ClassVar[str]
 
-    worker = threading.Thread(target=call, name="roboz-librarian-summary", daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if worker.is_alive():
-        cancel.set()
-        raise TimeoutError(f"the summarizer did not answer within {timeout_s:g} s")
-    result = outcome[0]
-    if isinstance(result, BaseException):
-        raise result
-    return str(result)
+    def __init__(self, maintenance: Maintenance, name: str) -> None:
+        self.maintenance = maintenance
+        self.name = name
+        maintenance.steps[name] = self.sweep
+
+    def tool(self) -> Tool:
+        return Tool(
+            name=self.name,
+            instruction=self.instruction,
+            input_type=Empty,
+            output_types=(Empty,),
+            func=self._step,
+            records_own_output=True,
+        )
+
+    def _step(self, input: Empty, messages: list[Message]) -> Empty:
+        self.maintenance.run_step(self.sweep, messages)
+        return Empty()
+
+    def sweep(self, messages: list[Message]) -> None:
+        raise NotImplementedError
 
 
 def cancelled() -> bool:

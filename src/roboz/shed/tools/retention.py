@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from roboz.models import Empty, Message
+from roboz.models import Message
 from roboz.runtime.events import Event, emit
 from roboz.shed.tools.consolidation import memory_path, snapshot_path
-from roboz.shed.tools.maintenance import Maintenance
+from roboz.shed.tools.maintenance import Maintenance, MaintenanceStep
 from roboz.threads.record import utc_now
-from roboz.tools import Tool
 
 DEFAULT_NAME = "apply_retention"
 
@@ -41,7 +40,7 @@ def _over(
 ) -> list[T]:
     """Of ``items`` (oldest first), those beyond the newest ``keep`` or older than the age."""
     cutoff = utc_now() - timedelta(seconds=max_age_s) if max_age_s is not None else None
-    doomed = []
+    doomed: list[T] = []
     for index, (item, when) in enumerate(zip(items, created, strict=True)):
         newer = len(items) - 1 - index
         if (keep is not None and newer >= keep) or (
@@ -51,8 +50,10 @@ def _over(
     return doomed
 
 
-class Retention:
+class Retention(MaintenanceStep):
     """The retention step of one Librarian (build its tool with :meth:`tool`)."""
+
+    instruction = "Delete old runs, snapshots and memory versions that are safe to go."
 
     def __init__(
         self,
@@ -73,28 +74,12 @@ class Retention:
         ):
             if value is not None and value < 1:
                 raise ValueError(f"{label} must be at least 1 (or None for no limit)")
-        self.maintenance = maintenance
         self.limits = (
             (max_runs, max_run_age_s),
             (max_snapshots, max_snapshot_age_s),
             (max_memory_versions, max_memory_age_s),
         )
-        self.name = name
-        maintenance.steps[name] = self.sweep
-
-    def tool(self) -> Tool:
-        return Tool(
-            name=self.name,
-            instruction="Delete old runs, snapshots and memory versions that are safe to go.",
-            input_type=Empty,
-            output_types=(Empty,),
-            func=self._step,
-            records_own_output=True,
-        )
-
-    def _step(self, input: Empty, messages: list[Message]) -> Empty:
-        self.maintenance.run_step(self.sweep, messages)
-        return Empty()
+        super().__init__(maintenance, name)
 
     def sweep(self, messages: list[Message]) -> None:
         maintenance, store = self.maintenance, self.maintenance.store

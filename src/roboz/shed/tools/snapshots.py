@@ -16,18 +16,18 @@ from dataclasses import dataclass
 
 from roboz.agent.persistence import message_from_row
 from roboz.llm import EndpointLike
-from roboz.models import Empty, Message, Role
+from roboz.models import Message, Role
 from roboz.runtime.events import Event, emit
 from roboz.shed.tools.compaction import transcript
 from roboz.shed.tools.maintenance import (
     Maintenance,
+    MaintenanceStep,
     ask_summarizer,
     estimate_tokens,
     write_atomically,
 )
 from roboz.threads import RunInfo, StoredRunMessage, TailRow
 from roboz.threads._runs import DRAFT, NOTICE
-from roboz.tools import Tool
 
 DEFAULT_NAME = "take_snapshots"
 
@@ -62,7 +62,7 @@ def snapshot_id(thread_id: str, first_seq: int, last_seq: int) -> str:
 
 
 def _messages(rows: list[TailRow]) -> list[Message]:
-    messages = []
+    messages: list[Message] = []
     for row in rows:
         if row.extras in (NOTICE, DRAFT):
             # What the store said about the run (e.g. it failed or was interrupted).
@@ -77,8 +77,10 @@ def _messages(rows: list[TailRow]) -> list[Message]:
     return messages
 
 
-class Snapshots:
+class Snapshots(MaintenanceStep):
     """The snapshot step of one Librarian (build its tool with :meth:`tool`)."""
+
+    instruction = "Snapshot what is new in the watched agents' runs."
 
     def __init__(
         self,
@@ -93,28 +95,12 @@ class Snapshots:
     ) -> None:
         if threshold_tokens < 1 or max_snapshot_tokens < 1 or max_attempts < 1:
             raise ValueError("snapshot thresholds, budgets and attempts must be positive")
-        self.maintenance = maintenance
         self.endpoint = endpoint
         self.threshold_tokens = threshold_tokens
         self.max_snapshot_tokens = max_snapshot_tokens
         self.max_attempts = max_attempts
         self.timeout_s = timeout_s
-        self.name = name
-        maintenance.steps[name] = self.sweep
-
-    def tool(self) -> Tool:
-        return Tool(
-            name=self.name,
-            instruction="Snapshot what is new in the watched agents' runs.",
-            input_type=Empty,
-            output_types=(Empty,),
-            func=self._step,
-            records_own_output=True,
-        )
-
-    def _step(self, input: Empty, messages: list[Message]) -> Empty:
-        self.maintenance.run_step(self.sweep, messages)
-        return Empty()
+        super().__init__(maintenance, name)
 
     def sweep(self, messages: list[Message]) -> None:
         runs = self.maintenance.runs()
