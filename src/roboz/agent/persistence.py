@@ -84,8 +84,19 @@ def action_of(message: Message) -> tuple[str, dict[str, Any] | None] | None:
     return action, {k: v for k, v in fields.items() if k not in ("action", "rationale")}
 
 
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(..., ensure_ascii=False)`` without building an encoder per call (the hot path
+of a persisted run encodes two or three values per message)."""
+
+
 def _pair(content_type: str, payload: dict[str, Any]) -> list[str]:
-    return [content_type, json.dumps({"content_type": content_type, **payload}, ensure_ascii=False)]
+    return [content_type, _dumps({"content_type": content_type, **payload})]
+
+
+def extras_of(message: Message) -> str:
+    """The RoboZ message as its row's ``extras``: fields left at their defaults are left out
+    (reading fills them in again), which keeps the row, and the pages a commit writes, small."""
+    return message.model_dump_json(exclude_defaults=True)
 
 
 def thread_row(
@@ -140,7 +151,7 @@ def thread_row(
         pairs.append(_pair("tool_result", result))
     else:
         pairs = [["text", message.content]]
-    return RunRow(role, json.dumps(pairs, ensure_ascii=False), message.model_dump_json())
+    return RunRow(role, _dumps(pairs), extras_of(message))
 
 
 def message_from_row(row: StoredRunMessage) -> Message | None:
@@ -262,7 +273,7 @@ class PersistedConversation(list[Message]):
         changed: list[tuple[int, str]] = []
         for seq, (message, shown) in list(self._watched.items()):
             if message.times_shown != shown:
-                changed.append((seq, message.model_dump_json()))
+                changed.append((seq, extras_of(message)))
                 if _unsettled(message):
                     self._watched[seq] = (message, message.times_shown)
                 else:
