@@ -98,6 +98,18 @@ def test_cpu_time_limit(sandbox: Sandbox) -> None:
     assert 0.5 <= r.outcome.cpu_time_s < 2.0, r
 
 
+def test_cpu_time_hard_limit_kills_a_run_ignoring_sigxcpu(sandbox: Sandbox) -> None:
+    r = sandbox.py(
+        "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True: pass\n",
+        cpu_time_s=1,
+        timeout_s=10,
+    )
+    assert r.outcome.status == "killed" and r.outcome.signal == signal.SIGKILL, r
+    assert r.outcome.limit == "cpu" and "CPU time limit" in r.outcome.diagnostic
+    # Past the soft limit, up to the hard one (2 s of tick-sampled time; see above).
+    assert 1.0 <= r.outcome.cpu_time_s < 3.0, r
+
+
 def test_stdout_flood_is_capped(sandbox: Sandbox) -> None:
     r = sandbox.py("import os\nwhile True: os.write(1, b'x' * 65536)\n", max_output_bytes=300_000)
     assert r.outcome.status == "output_limit" and r.outcome.limit == "output", r
