@@ -344,7 +344,9 @@ class _Run:
         limit = None
         if usage.oom_killed:
             limit = "memory"
-        elif sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= spec.cpu_time_s):
+        elif sig == signal.SIGXCPU or (
+            sig == signal.SIGKILL and rlimits.killed_by_cpu_hard_limit(cpu, spec.cpu_time_s)
+        ):
             limit = "cpu"
         elif sig == signal.SIGSYS:
             limit = "seccomp"
