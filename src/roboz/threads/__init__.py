@@ -5,6 +5,8 @@ compression tiers, a SQLite store (and a PostgreSQL one, ``roboz[postgres]``), a
 that records RoboZ agent runs into threads.
 """
 
+from typing import TYPE_CHECKING
+
 from roboz.threads._ledger import MemoryVersion, RunInfo, SnapshotRecord, TailRow
 from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
 from roboz.threads.backend import LibrarianLedger, ThreadStore
@@ -80,21 +82,15 @@ from roboz.threads.task import (
     AgentThreadGoalRecord,
 )
 
-
-def _sqlite_store_fits_the_interface(store: SQLiteThreadStore) -> ThreadStore:
-    return store  # checked by mypy: SQLiteThreadStore must satisfy ThreadStore
-
-
-def _sqlite_store_keeps_the_ledger(store: SQLiteThreadStore) -> LibrarianLedger:
-    return store  # checked by mypy: SQLiteThreadStore must satisfy LibrarianLedger
-
-
-def _postgres_store_fits_the_interface(store: PostgresThreadStore) -> ThreadStore:
-    return store  # psycopg is imported when a PostgresThreadStore is made, not here
-
-
-def _postgres_store_keeps_the_ledger(store: PostgresThreadStore) -> LibrarianLedger:
-    return store  # checked by mypy: PostgresThreadStore must satisfy LibrarianLedger
+if TYPE_CHECKING:
+    # Static interface checks, never run: each assignment fails type checking (mypy and
+    # pyright) if a store stops satisfying the protocol. Annotated assignments rather than
+    # unused private functions, which pyright strict reports as not accessed.
+    _sqlite_store_fits_the_interface: type[ThreadStore] = SQLiteThreadStore
+    _sqlite_store_keeps_the_ledger: type[LibrarianLedger] = SQLiteThreadStore
+    # psycopg is imported when a PostgresThreadStore is made, not here.
+    _postgres_store_fits_the_interface: type[ThreadStore] = PostgresThreadStore
+    _postgres_store_keeps_the_ledger: type[LibrarianLedger] = PostgresThreadStore
 
 
 __all__ = [

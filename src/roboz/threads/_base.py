@@ -177,7 +177,8 @@ class ThreadStoreBase(RunStoreMixin):
         self, *, org_id: str | None = None, created_by: str | None = None, limit: int = 100
     ) -> list[AgentThreadRecord]:
         """Newest first; records carry metadata only (no messages, tasks or goals loaded)."""
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[str] = []
         for column, value in (("org_id", org_id), ("created_by", created_by)):
             if value is not None:
                 clauses.append(f"{column} = ?")

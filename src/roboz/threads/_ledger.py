@@ -128,7 +128,7 @@ class LedgerMixin:
             rows = conn.execute(query, tuple(agents)).fetchall()
             # Asked inside the read: PostgreSQL tells another host's live holder by its lock.
             alive = [row[5] is not None and self._owner_alive(conn, *row[5:]) for row in rows]
-        runs = []
+        runs: list[RunInfo] = []
         for row, held in zip(rows, alive, strict=True):
             thread_id, agent, created, count, covered, owner, pid, _ = row
             if owner is not None and not held:
@@ -150,7 +150,7 @@ class LedgerMixin:
                 "WHERE thread_id = ? AND seq > ? ORDER BY seq",
                 (thread_id, after_seq),
             ).fetchall()
-        tail = []
+        tail: list[TailRow] = []
         for row in rows:
             if row[2] == "generating":
                 break

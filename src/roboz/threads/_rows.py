@@ -186,7 +186,7 @@ def read_compressed_view(conn: Conn, thread_id: str, tier: CompressionTier) -> l
     message_rows = conn.execute(
         f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,)
     ).fetchall()
-    variant_rows = conn.execute(
+    variant_rows: list[tuple[int, str, str]] = conn.execute(
         "SELECT seq, tier, content FROM compressed WHERE thread_id = ?", (thread_id,)
     ).fetchall()
     originals = [message_from_row(thread_id, row) for row in message_rows]

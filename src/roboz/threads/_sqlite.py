@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -59,7 +59,7 @@ class Connections:
         return _Write(self)
 
     @contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
+    def read(self) -> Generator[sqlite3.Connection, None, None]:
         with self._naming_the_file():
             conn = self.get()
             conn.execute("BEGIN")
@@ -70,7 +70,7 @@ class Connections:
                     conn.execute("COMMIT")
 
     @contextmanager
-    def _naming_the_file(self) -> Iterator[None]:
+    def _naming_the_file(self) -> Generator[None, None, None]:
         try:
             yield
         except sqlite3.DatabaseError as error:

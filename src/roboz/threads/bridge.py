@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from roboz.models import Empty, Invoke
 from roboz.models.values import payload_json
@@ -70,10 +70,11 @@ PROMPT_LLM = "prompt_llm"
 def tool_payload(output: Any) -> str | dict[str, Any] | list[Any] | None:
     """A tool's output as JSON-ready data: the value the LLM sees for typed outputs."""
     if output is None or isinstance(output, str | dict | list):
-        return output
+        # A tool's dict or list output is JSON-ready data the tool built itself.
+        return cast("str | dict[str, Any] | list[Any] | None", output)
     if isinstance(output, Empty):
-        data = json.loads(payload_json(output))
-        return data if isinstance(data, dict) else {"value": data}
+        data: Any = json.loads(payload_json(output))
+        return cast("dict[str, Any]", data) if isinstance(data, dict) else {"value": data}
     return str(output)
 
 
@@ -161,6 +162,8 @@ class ThreadRecorder:
                 self.store.set_status(self.thread_id, AgentThreadStatus.USER_TURN)
             case AgentFailed(error=error):
                 self._fail(error)
+            case _:
+                pass  # any other event leaves the thread as it is
 
     # -- steps --------------------------------------------------------------------------------
 
@@ -228,7 +231,7 @@ class ThreadRecorder:
             tool_use_id=f"tu_{uuid.uuid4().hex[:16]}",
             tool_name=invoke.action,
             input=arguments if isinstance(arguments, dict) else None,
-            raw_request=parsed if isinstance(parsed, dict) else None,
+            raw_request=cast("dict[str, Any]", parsed) if isinstance(parsed, dict) else None,
         )
         self._append(self._reply, [use], AgentMessageStatus.COMPLETED)
         self._reply = None

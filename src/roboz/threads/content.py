@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, Literal, TypeGuard, Union, cast, get_args
 
 from pydantic import AliasChoices, BaseModel, Discriminator, Field, Tag
 
@@ -127,7 +127,7 @@ class AgentClientContextEntry(BaseModel):
 
 def _content_tag(value: Any) -> str | None:
     if isinstance(value, dict):
-        tag = value.get("content_type")
+        tag: object = cast("dict[str, Any]", value).get("content_type")
         if tag is None and "text" in value:
             return AgentContentType.TEXT.value
         return None if tag is None else str(tag)
@@ -255,11 +255,19 @@ def decode_blocks(text: str) -> list[Any]:
     except json.JSONDecodeError as error:
         raise CorruptRecordError(f"stored content is not JSON: {error}") from None
     if not isinstance(pairs, list) or not all(
-        isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)
-        for pair in pairs
+        _is_str_pair(pair) for pair in cast("list[object]", pairs)
     ):
         raise CorruptRecordError("stored content is not a list of [content_type, payload] pairs")
-    return [decode_block(content_type, payload) for content_type, payload in pairs]
+    checked = cast("list[list[str]]", pairs)  # every item was checked just above
+    return [decode_block(content_type, payload) for content_type, payload in checked]
+
+
+def _is_str_pair(pair: object) -> TypeGuard[list[str]]:
+    """Whether ``pair`` is a JSON ``[content_type, payload]`` pair of two strings."""
+    if not isinstance(pair, list):
+        return False
+    items = cast("list[object]", pair)
+    return len(items) == 2 and all(isinstance(p, str) for p in items)
 
 
 def synthesize_tool_result_payload(
@@ -280,21 +288,24 @@ def synthesize_tool_result_payload(
         return None
     if "toolResult" not in raw_response:
         return raw_response
-    envelope = raw_response["toolResult"]
-    blocks = envelope.get("content") if isinstance(envelope, dict) else None
+    envelope: object = raw_response["toolResult"]
+    blocks: object = (
+        cast("dict[str, Any]", envelope).get("content") if isinstance(envelope, dict) else None
+    )
     if not isinstance(blocks, list):
         return None
-    for block in blocks:
-        if not isinstance(block, dict):
+    for item in cast("list[object]", blocks):
+        if not isinstance(item, dict):
             continue
+        block = cast("dict[str, Any]", item)  # decoded JSON: its keys are strings
         if isinstance(block.get("text"), str):
             return str(block["text"])
         if "json" in block:
-            value = block["json"]
-            if isinstance(value, dict) and set(value) == {"items"}:
-                items = value["items"]
+            value: object = block["json"]
+            if isinstance(value, dict) and set(cast("dict[str, Any]", value)) == {"items"}:
+                items: object = cast("dict[str, Any]", value)["items"]
                 if isinstance(items, list):
-                    return items
+                    return cast("list[object]", items)  # decoded JSON: items of any type
             if isinstance(value, dict | list | str):
-                return value
+                return cast("dict[str, Any] | list[Any] | str", value)
     return None

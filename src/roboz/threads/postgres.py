@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, LiteralString, cast
@@ -192,7 +192,7 @@ class PostgresThreadStore(ThreadStoreBase, LedgerMixin):
         return raw
 
     @contextmanager
-    def _transaction(self, begin: LiteralString, lock: int | None) -> Iterator[Conn]:
+    def _transaction(self, begin: LiteralString, lock: int | None) -> Generator[Conn, None, None]:
         pg = self._psycopg
         raw = self._get()
         try:

@@ -170,7 +170,7 @@ class AgentThreadRecord(BaseModel):
     """RoboZ: the tool call in ``parent_thread_id`` that ran this thread's agent."""
     pinned_at: datetime | None = None
     """When the reading user pinned the thread; personal, so None in single-thread reads."""
-    messages: list[AgentMessage] = Field(default_factory=list)
+    messages: list[AgentMessage] = Field(default_factory=list[AgentMessage])
     tasks: list[AgentTask] | None = None
     goals: list[AgentThreadGoalRecord] | None = None
 

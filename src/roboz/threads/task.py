@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -73,10 +73,14 @@ class AgentThreadGoalRecord(BaseModel):
     def _data_names_its_type(cls, data: Any) -> Any:
         # A goal_data given without its own goal_type inherits the record's, so hosts can
         # pass plain dicts; a different one is a contradiction and refused.
-        if isinstance(data, dict) and isinstance(data.get("goal_data"), dict):
-            goal_data = data["goal_data"]
-            if "goal_type" not in goal_data and "goal_type" in data:
-                data = {**data, "goal_data": {**goal_data, "goal_type": data["goal_type"]}}
+        if isinstance(data, dict):
+            fields = cast("dict[str, Any]", data)  # the raw input of a model: string keys
+            goal_data: object = fields.get("goal_data")
+            if isinstance(goal_data, dict):
+                given = cast("dict[str, Any]", goal_data)
+                if "goal_type" not in given and "goal_type" in fields:
+                    return {**fields, "goal_data": {**given, "goal_type": fields["goal_type"]}}
+            return fields
         return data
 
     @model_validator(mode="after")
