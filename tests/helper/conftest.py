@@ -251,6 +251,10 @@ def own_helper(needs_root: None) -> Iterator[OwnHelper]:
         )
     try:
         wait_for_socket(socket_path, proc=process)
+        # The socket exists before the signal handlers are installed; "ready" (logged with
+        # READY=1, which systemd waits for before it sends a reload) comes after them, so a
+        # SIGHUP sent earlier would be ignored and the test would wait for a reload forever.
+        wait_until(lambda: b"roboz-helper ready on" in log_path.read_bytes(), what="the ready line")
         yield OwnHelper(base, socket_path, policy, log_path, process)
     finally:
         if process.poll() is None:
