@@ -8,15 +8,13 @@ import io
 import itertools
 import json
 import threading
-from collections.abc import Sequence
 
 import pytest
 from rich.console import Console
 
 from roboz import Agent, AgentMode, factory, tool
 from roboz.agent import AgentCancelledError
-from roboz.llm import Completion, MockLLMEndpoint, ProviderRecord
-from roboz.llm.endpoint import DeltaCallback
+from roboz.llm import MockLLMEndpoint
 from roboz.models import Empty, Int, Message, Stop
 from roboz.runtime.events import AgentFailed, AgentFinished, Event, LLMProseDelta, ToolFinished
 from roboz.runtime.sinks import CliSink
@@ -147,24 +145,6 @@ def test_cancelling_ainvoke_waits_for_a_sync_tool_and_no_thread_is_left() -> Non
     asyncio.run(main())
 
 
-class Chunked(MockLLMEndpoint):
-    """Streams each scripted reply in pieces of 3 characters."""
-
-    def complete(
-        self,
-        records: Sequence[ProviderRecord],
-        *,
-        on_delta: DeltaCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Completion:
-        def pieces(text: str) -> None:
-            for index in range(0, len(text), 3):
-                if on_delta is not None:
-                    on_delta(text[index : index + 3])
-
-        return super().complete(records, on_delta=pieces, cancel=cancel)
-
-
 REPLY = {"action": "stop", "rationale": 'all "done"\n', "value": "Bye 👋"}
 
 
@@ -178,11 +158,15 @@ def _prose(events: list[Event]) -> dict[str, str]:
 
 
 def test_stream_and_astream_yield_prose_then_the_result() -> None:
-    sync_agent = Agent(name="s", agent_endpoint=Chunked([REPLY]), tools=[stop])
+    sync_agent = Agent(
+        name="s", agent_endpoint=MockLLMEndpoint(chunk_size=3, responses=[REPLY]), tools=[stop]
+    )
     sync_events = list(sync_agent.stream())
 
     async def collect() -> list[Event]:
-        agent = Agent(name="s", agent_endpoint=Chunked([REPLY]), tools=[stop])
+        agent = Agent(
+            name="s", agent_endpoint=MockLLMEndpoint(chunk_size=3, responses=[REPLY]), tools=[stop]
+        )
         return [event async for event in agent.astream()]
 
     for events in (sync_events, asyncio.run(collect())):
@@ -259,7 +243,12 @@ def test_long_async_runs_of_instant_steps_share_the_loop() -> None:
 def test_cli_sink_shows_prose_live() -> None:
     buffer = io.StringIO()
     sink = CliSink(Console(file=buffer, width=200, color_system=None))
-    Agent(name="s", agent_endpoint=Chunked([REPLY]), tools=[stop], event_sinks=[sink]).invoke()
+    Agent(
+        name="s",
+        agent_endpoint=MockLLMEndpoint(chunk_size=3, responses=[REPLY]),
+        tools=[stop],
+        event_sinks=[sink],
+    ).invoke()
     text = buffer.getvalue()
     assert 's stop rationale: all "done"\n' in text
     assert "s stop value: Bye 👋\n" in text

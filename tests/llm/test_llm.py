@@ -85,3 +85,18 @@ def test_images_on_a_non_user_record_are_refused() -> None:
     mock = MockLLMEndpoint(["ok"], messages_scrubber=scrubber)
     with pytest.raises(ValueError, match="require the user role"):
         call_llm_api(mock, [Message(role=Role.USER, content="x")])
+
+
+def test_local_endpoints_stream_in_chunks_when_asked() -> None:
+    from roboz.llm import FunctionEndpoint
+
+    for endpoint in (
+        MockLLMEndpoint(["abcdefg"], chunk_size=3),
+        FunctionEndpoint(lambda records: "abcdefg", chunk_size=3),
+    ):
+        pieces: list[str] = []
+        assert endpoint.complete([], on_delta=pieces.append).text == "abcdefg"
+        assert pieces == ["abc", "def", "g"]
+    whole: list[str] = []
+    MockLLMEndpoint([""]).complete([], on_delta=whole.append)
+    assert whole == [""]

@@ -3,14 +3,9 @@ reply grow and ends equal to the stored thread; the agent's conversation stays e
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
-
 import roboz.tools
 from roboz import Agent, tool
 from roboz.llm import MockLLMEndpoint
-from roboz.llm.endpoint import Completion, DeltaCallback
-from roboz.llm.records import ProviderRecord
 from roboz.models import Message, Str
 from roboz.runtime.events import Event
 from roboz.threads import (
@@ -21,24 +16,6 @@ from roboz.threads import (
     AgentToolUseContent,
     SQLiteThreadStore,
 )
-
-
-class ChunkedEndpoint(MockLLMEndpoint):
-    """Streams each scripted reply in pieces of 5 characters, like a real provider."""
-
-    def complete(
-        self,
-        records: Sequence[ProviderRecord],
-        *,
-        on_delta: DeltaCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Completion:
-        def pieces(text: str) -> None:
-            for start in range(0, len(text), 5):
-                if on_delta is not None:
-                    on_delta(text[start : start + 5])
-
-        return super().complete(records, on_delta=pieces, cancel=cancel)
 
 
 @tool
@@ -64,7 +41,7 @@ def watched_run(
 
     agent = Agent(
         name="streamer",
-        agent_endpoint=ChunkedEndpoint(replies),
+        agent_endpoint=MockLLMEndpoint(chunk_size=5, responses=replies),
         tools=[echo, roboz.tools.stop],
         initial_messages=["go"],
         event_sinks=[ui],

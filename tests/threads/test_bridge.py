@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import threading
 from collections.abc import Sequence
 
 import pytest
@@ -12,8 +11,6 @@ import roboz.tools
 from roboz import Agent, AgentMode, tool
 from roboz.agent.errors import AgentRunError
 from roboz.llm import MockLLMEndpoint
-from roboz.llm.endpoint import Completion, DeltaCallback
-from roboz.llm.records import ProviderRecord
 from roboz.models import Empty, Int, Message, Stop, Str
 from roboz.threads import (
     AgentClientContextEntry,
@@ -149,24 +146,6 @@ def test_rejected_reply_is_replaced_in_place_and_clients_reset(store: SQLiteThre
     assert starts == 1 and snapshots.count("AgentTextEndEvent") == starts
 
 
-class ChunkedEndpoint(MockLLMEndpoint):
-    """Streams each scripted reply in small pieces, like a real provider."""
-
-    def complete(
-        self,
-        records: Sequence[ProviderRecord],
-        *,
-        on_delta: DeltaCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Completion:
-        def pieces(text: str) -> None:
-            for start in range(0, len(text), 7):
-                if on_delta is not None:
-                    on_delta(text[start : start + 7])
-
-        return super().complete(records, on_delta=pieces, cancel=cancel)
-
-
 def test_streaming_deltas_grow_a_generating_message(store: SQLiteThreadStore) -> None:
     thread_id = store.create_thread(org_id="o", created_by="u").thread_id
     seen: list[tuple[AgentMessageStatus, str]] = []
@@ -186,7 +165,7 @@ def test_streaming_deltas_grow_a_generating_message(store: SQLiteThreadStore) ->
     reply = {"action": "stop", "value": "a longer final answer"}
     Agent(
         name="a",
-        agent_endpoint=ChunkedEndpoint([reply]),
+        agent_endpoint=MockLLMEndpoint(chunk_size=7, responses=[reply]),
         tools=[roboz.tools.stop],
         event_sinks=[sink],
     ).invoke()
@@ -222,7 +201,7 @@ def test_a_ui_following_the_thread_sees_the_prose_as_it_is_generated(
     }
     Agent(
         name="a",
-        agent_endpoint=ChunkedEndpoint([reply]),
+        agent_endpoint=MockLLMEndpoint(chunk_size=7, responses=[reply]),
         tools=[roboz.tools.stop],
         event_sinks=[ThreadRecorder(store, thread_id, on_event=ui)],
     ).invoke()

@@ -22,13 +22,46 @@ def _estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-class MockLLMEndpoint(LLMEndpoint):
+def _reply_text(reply: dict[str, Any] | str) -> str:
+    return reply if isinstance(reply, str) else json.dumps(reply)
+
+
+class _LocalEndpoint(LLMEndpoint):
+    """What the provider-free endpoints share: how a reply streams, and async runs.
+
+    ``chunk_size`` streams each reply in pieces of that many characters, as a real provider
+    does (None: in one piece). ``acomplete`` calls ``complete`` on the loop (replying never
+    blocks), so a subclass that overrides ``complete`` is served the same way in async runs.
+    """
+
+    chunk_size: int | None = None
+
+    def _stream(self, text: str, on_delta: DeltaCallback | None) -> None:
+        if on_delta is None:
+            return
+        if not self.chunk_size or len(text) <= self.chunk_size:
+            on_delta(text)
+            return
+        for start in range(0, len(text), self.chunk_size):
+            on_delta(text[start : start + self.chunk_size])
+
+    async def acomplete(
+        self,
+        records: Sequence[ProviderRecord],
+        *,
+        on_delta: DeltaCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Completion:
+        return self.complete(records, on_delta=on_delta, cancel=cancel)
+
+
+class MockLLMEndpoint(_LocalEndpoint):
     """Replies from a script, in order: a dict is sent as JSON, a str as is, an exception raised.
 
-    Every request's records are kept in ``requests`` so tests can see what the LLM was shown.
-    In async runs ``acomplete`` calls ``complete`` on the loop (it never blocks), so a
-    subclass that overrides ``complete`` is used by both; keep such an override non-blocking
-    or override ``acomplete`` too.
+    Every request's records are kept in ``requests`` so tests can see what the LLM was shown;
+    ``chunk_size`` streams each reply in pieces. In async runs ``acomplete`` calls
+    ``complete`` on the loop, so keep an override of ``complete`` non-blocking or override
+    ``acomplete`` too.
     """
 
     def __init__(
@@ -42,6 +75,7 @@ class MockLLMEndpoint(LLMEndpoint):
         keep_requests: bool = True,
         estimate_usage: bool = True,
         price: ModelPrice | None = None,
+        chunk_size: int | None = None,
     ) -> None:
         super().__init__(
             model_name=model_name,
@@ -51,6 +85,7 @@ class MockLLMEndpoint(LLMEndpoint):
             name="mock",
             price=price,
         )
+        self.chunk_size = chunk_size
         self.responses: list[MockReply] = list(responses)
         self.requests: list[list[ProviderRecord]] = []
         self.calls = 0
@@ -81,9 +116,8 @@ class MockLLMEndpoint(LLMEndpoint):
                 self.requests.append(list(records))
         if isinstance(reply, BaseException):
             raise reply
-        text = reply if isinstance(reply, str) else json.dumps(reply)
-        if on_delta is not None:
-            on_delta(text)
+        text = _reply_text(reply)
+        self._stream(text, on_delta)
         if not self._estimate_usage:
             return Completion(text=text, model=self.model_name)
         # Like a real provider, the estimate reads the whole prompt; benchmarks of the agent
@@ -97,19 +131,8 @@ class MockLLMEndpoint(LLMEndpoint):
             model=self.model_name,
         )
 
-    async def acomplete(
-        self,
-        records: Sequence[ProviderRecord],
-        *,
-        on_delta: DeltaCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Completion:
-        # Replying never blocks, so no worker thread; through complete, so a subclass that
-        # overrides complete is served the same way in async runs.
-        return self.complete(records, on_delta=on_delta, cancel=cancel)
 
-
-class FunctionEndpoint(LLMEndpoint):
+class FunctionEndpoint(_LocalEndpoint):
     """Computes each reply from what the LLM would be shown: ``function(records)``.
 
     The function returns a dict (sent as JSON), a str, or a whole Completion (to set usage),
@@ -128,6 +151,7 @@ class FunctionEndpoint(LLMEndpoint):
         messages_scrubber: MessagesScrubber | None = None,
         name: str = "function",
         price: ModelPrice | None = None,
+        chunk_size: int | None = None,
     ) -> None:
         super().__init__(
             model_name=model_name,
@@ -139,6 +163,7 @@ class FunctionEndpoint(LLMEndpoint):
         )
         self.function = function
         self.calls = 0
+        self.chunk_size = chunk_size
 
     def complete(
         self,
@@ -152,19 +177,7 @@ class FunctionEndpoint(LLMEndpoint):
         completion = (
             reply
             if isinstance(reply, Completion)
-            else Completion(
-                text=reply if isinstance(reply, str) else json.dumps(reply), model=self.model_name
-            )
+            else Completion(text=_reply_text(reply), model=self.model_name)
         )
-        if on_delta is not None:
-            on_delta(completion.text)
+        self._stream(completion.text, on_delta)
         return completion
-
-    async def acomplete(
-        self,
-        records: Sequence[ProviderRecord],
-        *,
-        on_delta: DeltaCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Completion:
-        return self.complete(records, on_delta=on_delta, cancel=cancel)
