@@ -72,8 +72,10 @@ def double(input: Number, messages: list[Message]) -> Number:
 
 
 def _done(records: list[ProviderRecord]) -> list[int]:
+    """The steps done in this turn (since the last user message)."""
+    users = [i for i, r in enumerate(records) if r["role"] == "user" and "] " not in r["content"]]
     found = []
-    for record in records:
+    for record in records[users[-1] if users else 0 :]:
         content = record["content"]
         if record["role"] != "assistant" and '"key"' in content:
             found.append(json.loads(content.split("] ", 1)[1])["n"])
