@@ -26,12 +26,18 @@ def database_url(cluster: Cluster, name: str) -> str:
 
 
 @pytest.fixture
-def durable_url(postgres_cluster: Cluster) -> str:
-    """A new database with the thread schema, DBOS's tables and the tests' effects table."""
+def empty_url(postgres_cluster: Cluster) -> str:
+    """A new, empty database."""
     name = f"durable_{os.getpid()}_{next(_databases)}"
     with psycopg.connect(postgres_cluster.url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    url = database_url(postgres_cluster, name)
+    return database_url(postgres_cluster, name)
+
+
+@pytest.fixture
+def durable_url(empty_url: str) -> str:
+    """A new database with the thread schema, DBOS's tables and the tests' effects table."""
+    url = empty_url
     migrate(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE TABLE effects (key TEXT PRIMARY KEY, attempts INTEGER NOT NULL)")
