@@ -24,6 +24,7 @@ from roboz.tools import stop
 URL = os.environ.get("ROBOZ_TEST_DURABLE_URL", "")
 HANG = os.environ.get("ROBOZ_TEST_HANG", "")  # "<file>": hang in the step that finds it
 STEPS = int(os.environ.get("ROBOZ_TEST_STEPS", "3"))
+PROGRESS = os.environ.get("ROBOZ_TEST_PROGRESS", "1") == "1"
 
 
 class Step(Empty):
@@ -96,4 +97,4 @@ def reply(records: list[ProviderRecord]) -> dict[str, object]:
 
 worker = Agent(name="worker", agent_endpoint=FunctionEndpoint(reply), tools=[effect, double, stop])
 
-runs = DurableRuns(URL, agents=[worker], polling_interval_s=0.05)
+runs = DurableRuns(URL, agents=[worker], polling_interval_s=0.05, progress=PROGRESS)

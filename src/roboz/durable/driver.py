@@ -16,7 +16,9 @@ scheduler, which is deterministic given its inputs).
 - ``ask_user`` runs inline too: it waits with DBOS ``recv``, which DBOS records itself.
 - Before a tool step (and at the end of the turn) the messages appended since the last write
   are written to the thread (``DurableConversation.flush``), so the thread shows the action a
-  tool is running while it runs.
+  tool is running while it runs. With ``progress=False`` (``DurableRuns(progress=False)``)
+  they are written only before ``ask_user`` and at the end, one transaction per turn instead
+  of one per tool call; readers then see a turn when it ends.
 """
 
 from __future__ import annotations
@@ -63,18 +65,26 @@ class LLMOutcome:
 
 class DurableDriver(SyncDriver):
     def __init__(
-        self, cancel: threading.Event, conversation: DurableConversation, inline: Sequence[Tool]
+        self,
+        cancel: threading.Event,
+        conversation: DurableConversation,
+        inline: Sequence[Tool],
+        *,
+        progress: bool = True,
     ) -> None:
         super().__init__(cancel)
         self._conversation = conversation
         self._inline = {id(t) for t in inline}
+        self._progress = progress
 
     async def call_tool(self, tool: Tool, value: Empty, messages: list[Message]) -> Any:
         if tool.pure:
             return await super().call_tool(tool, value, messages)
-        self._conversation.flush()
         if id(tool) in self._inline:  # ask_user: waits on DBOS recv, which DBOS records
+            self._conversation.flush()  # the question is in the thread while the turn waits
             return await super().call_tool(tool, value, messages)
+        if self._progress:
+            self._conversation.flush()
         outcome: ToolOutcome = DBOS.run_step(
             {"name": TOOL_STEP + tool.name}, self._tool_step, tool, value, messages
         )

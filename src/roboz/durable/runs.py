@@ -50,7 +50,9 @@ class DurableRuns:
     store (schema ``schema``) and DBOS's tables; prepare it once with ``roboz threads migrate
     --url URL``. ``ask_timeout_s`` bounds how long a turn waits for the user's answer to
     ``ask_user`` (the wait is durable: it survives restarts). ``polling_interval_s`` is how
-    often a worker looks for queued turns.
+    often a worker looks for queued turns. ``progress`` writes a turn's new messages to the
+    thread before each tool call, so readers follow the turn as it runs; ``False`` writes them
+    once at the end (and before ``ask_user``), saving a transaction per tool call.
     """
 
     def __init__(
@@ -65,6 +67,7 @@ class DurableRuns:
         schema: str = "roboz",
         ask_timeout_s: float = 24 * 3600.0,
         polling_interval_s: float = 1.0,
+        progress: bool = True,
     ) -> None:
         self.url = url
         self.agents: dict[str, Agent] = {}
@@ -84,6 +87,7 @@ class DurableRuns:
         self.schema = schema
         self.ask_timeout_s = ask_timeout_s
         self.polling_interval_s = polling_interval_s
+        self.progress = progress
         self.executor_id: str | None = None
         self._datasource: Any = None
 
@@ -155,6 +159,7 @@ class DurableRuns:
         host.agents = self.agents
         host.schema = schema
         host.ask_timeout_s = self.ask_timeout_s
+        host.progress = self.progress
         options: Any = {"isolation_level": "READ COMMITTED"}
 
         def begin_tx(

@@ -89,6 +89,7 @@ class Host:
     agents: dict[str, Agent]
     schema: str
     ask_timeout_s: float
+    progress: bool
     begin: Callable[[str, str, list[Message], Message], Started]
     write: Callable[[str, list[Row], AgentThreadStatus | None], int]
 
@@ -154,7 +155,7 @@ def run_turn(agent_name: str, text: str, thread_id: str) -> TurnResult:
     cancel = threading.Event()
 
     def factory(cancel: threading.Event) -> DurableDriver:
-        return DurableDriver(cancel, conversation, inline)
+        return DurableDriver(cancel, conversation, inline, progress=host.progress)
 
     turn = Turn(scope=agent.scope, thread_id=thread_id)
     try:
