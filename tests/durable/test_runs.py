@@ -4,7 +4,6 @@ replays, retried requests, pure tools and questions to the user."""
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from roboz.durable import (
     DurableClient,
     DurableError,
     Question,
+    TurnFailedError,
     TurnResult,
     WorkflowConflictError,
     idempotency_key,
@@ -197,4 +197,29 @@ def test_turns_of_one_thread_never_overlap(durable_url: str, workers: list[Worke
     assert users == [f"turn {i}" for i in range(4)]  # in the order they were enqueued
 
 
-URL_PASSWORD = re.compile("secret")
+def test_a_failed_turn_raises_and_leaves_its_thread_to_the_user(
+    durable_url: str, workers: list[Worker]
+) -> None:
+    workers.append(Worker(durable_url, "host-a:roboz:0"))
+    with DurableClient(durable_url) as client:
+        with pytest.raises(
+            TurnFailedError, match="agent 'worker': the LLM reply was still unusable"
+        ):
+            client.enqueue("worker", "fail", thread_id="f", turn=1).result(timeout=60)
+        assert client.retrieve("f/1").status() == "ERROR"
+        with pytest.raises(DurableError, match="serves no agent 'nobody'.*worker"):
+            client.enqueue("nobody", "go", thread_id="g", turn=1).result(timeout=60)
+        # The thread takes the next turn.
+        client.enqueue("worker", "go", thread_id="f", turn=2).result(timeout=60)
+    rows = thread_rows(durable_url, "f")
+    assert_contiguous(rows)
+    kinds = [json.loads(extras).get("message_kind") for _, _, extras in rows]
+    assert kinds[:7] == [
+        None,
+        "rejected_reply",
+        "repair",
+        "rejected_reply",
+        "repair",
+        "rejected_reply",
+        None,
+    ]
