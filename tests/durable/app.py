@@ -25,6 +25,7 @@ URL = os.environ.get("ROBOZ_TEST_DURABLE_URL", "")
 HANG = os.environ.get("ROBOZ_TEST_HANG", "")  # "<file>": hang in the step that finds it
 STEPS = int(os.environ.get("ROBOZ_TEST_STEPS", "3"))
 PROGRESS = os.environ.get("ROBOZ_TEST_PROGRESS", "1") == "1"
+LIMITS = [int(n) if n else None for n in os.environ.get("ROBOZ_TEST_LIMITS", ",").split(",")]
 
 
 class Step(Empty):
@@ -106,4 +107,11 @@ def reply(records: list[ProviderRecord]) -> dict[str, object] | str:
 
 worker = Agent(name="worker", agent_endpoint=FunctionEndpoint(reply), tools=[effect, double, stop])
 
-runs = DurableRuns(URL, agents=[worker], polling_interval_s=0.05, progress=PROGRESS)
+runs = DurableRuns(
+    URL,
+    agents=[worker],
+    polling_interval_s=0.05,
+    progress=PROGRESS,
+    worker_concurrency=LIMITS[0],
+    concurrency=LIMITS[1],
+)

@@ -177,7 +177,7 @@ class DurableRuns:
                 written.append((seq, row.role.value, row.content, row.extras))
                 previous = (seq, message)
             turn_rows.write_rows(raw, schema, thread_id, written)
-            return Started(rows, first)
+            return Started(rows, new, first)
 
         def write_tx(thread_id: str, rows: list[Row], status: AgentThreadStatus | None) -> int:
             raw = _raw(datasource.sql_session())

@@ -76,10 +76,12 @@ class Question:
 
 @dataclass(frozen=True, slots=True)
 class Started:
-    """What ``roboz.begin`` records: the thread's rows when the turn began, and the
-    sequence number of the turn's first message."""
+    """What ``roboz.begin`` records: the thread's rows when the turn began, the messages it
+    wrote (the agent's initial messages on a new thread, then the user's) and the sequence
+    number of the first of them."""
 
     rows: list[StoredRunMessage]
+    new: list[Message]
     first_seq: int
 
 
@@ -148,7 +150,7 @@ def run_turn(agent_name: str, text: str, thread_id: str) -> TurnResult:
     user = Message(role=Role.USER, content=text)
     started = host.begin(thread_id, agent.name, list(agent.initial_messages), user)
     history, seqs = restore(started.rows)
-    new = [*([] if started.rows else agent.initial_messages), user]  # as begin wrote them
+    new = started.new
     seqs += range(started.first_seq, started.first_seq + len(new))
     conversation = DurableConversation([*history, *new], seqs, _writer(host, thread_id))
     inline = [agent.ask_user_tool] if agent.ask_user_tool is not None else []
