@@ -19,12 +19,14 @@ from roboz import Agent, tool
 from roboz.durable import DurableRuns, idempotency_key
 from roboz.llm import FunctionEndpoint, ProviderRecord
 from roboz.models import Empty, Message
+from roboz.runtime.events import Event
 from roboz.tools import stop
 
 URL = os.environ.get("ROBOZ_TEST_DURABLE_URL", "")
 HANG = os.environ.get("ROBOZ_TEST_HANG", "")  # "<file>": hang in the step that finds it
 STEPS = int(os.environ.get("ROBOZ_TEST_STEPS", "3"))
 PROGRESS = os.environ.get("ROBOZ_TEST_PROGRESS", "1") == "1"
+EVENTS = os.environ.get("ROBOZ_TEST_EVENTS", "")  # a file each event's name is appended to
 LIMITS = [int(n) if n else None for n in os.environ.get("ROBOZ_TEST_LIMITS", ",").split(",")]
 
 
@@ -105,7 +107,18 @@ def reply(records: list[ProviderRecord]) -> dict[str, object] | str:
     return {"action": "stop", "value": f"did {len(done)} steps; last said {last[-60:]}"}
 
 
-worker = Agent(name="worker", agent_endpoint=FunctionEndpoint(reply), tools=[effect, double, stop])
+def log_event(event: Event) -> None:
+    if EVENTS:
+        with open(EVENTS, "a") as log:
+            log.write(f"{type(event).__name__}:{getattr(event, 'tool', '')}\n")
+
+
+worker = Agent(
+    name="worker",
+    agent_endpoint=FunctionEndpoint(reply),
+    tools=[effect, double, stop],
+    event_sinks=[log_event],
+)
 
 runs = DurableRuns(
     URL,

@@ -94,7 +94,12 @@ def test_a_worker_killed_inside_a_tool_step_resumes_exactly_once(
     another executor id resumes it when told to (``resume_workflow``, what recovery does)."""
     hang = tmp_path / "hang"
     hang.write_text("1")  # the second effect step hangs, after its effect
-    env = {"ROBOZ_TEST_HANG": str(hang), "ROBOZ_TEST_PROGRESS": progress}
+    events = tmp_path / "events"
+    env = {
+        "ROBOZ_TEST_HANG": str(hang),
+        "ROBOZ_TEST_PROGRESS": progress,
+        "ROBOZ_TEST_EVENTS": str(events),
+    }
     first = Worker(durable_url, "host-a:roboz:0", **env)
     with DurableClient(durable_url) as client:
         handle = client.enqueue("worker", "go", thread_id="killed", turn=1)
@@ -118,6 +123,12 @@ def test_a_worker_killed_inside_a_tool_step_resumes_exactly_once(
             client.dbos.resume_workflow(handle.workflow_id)
         resumed = handle.result(timeout=60)
         assert resumed.output.value.startswith("did 3 steps")
+        # Each event once across both workers: the resumed one replayed the first part
+        # silently, the killed one had sent it.
+        seen = events.read_text().splitlines()
+        assert seen.count("ToolStarted:effect") == seen.count("ToolFinished:effect") == 3
+        assert seen.count("AgentStarted:") == seen.count("AgentFinished:") == 1
+        assert seen.count("LLMRequested:") == 4
         # An uninterrupted run of the same turn, for comparison.
         client.enqueue("worker", "go", thread_id="calm", turn=1).result(timeout=60)
     done = effects(durable_url)
