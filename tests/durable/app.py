@@ -23,7 +23,7 @@ from roboz.runtime.events import Event
 from roboz.tools import stop
 
 URL = os.environ.get("ROBOZ_TEST_DURABLE_URL", "")
-HANG = os.environ.get("ROBOZ_TEST_HANG", "")  # "<file>": hang in the step that finds it
+HANG = os.environ.get("ROBOZ_TEST_HANG", "")  # "<file>" holding n: step n waits till it changes
 STEPS = int(os.environ.get("ROBOZ_TEST_STEPS", "3"))
 PROGRESS = os.environ.get("ROBOZ_TEST_PROGRESS", "1") == "1"
 EVENTS = os.environ.get("ROBOZ_TEST_EVENTS", "")  # a file each event's name is appended to
@@ -61,7 +61,9 @@ def effect(input: Step, messages: list[Message]) -> Done:
         trigger = Path(HANG)
         if trigger.exists() and trigger.read_text() == str(input.n):
             Path(HANG + ".entered").write_text(key)
-            time.sleep(600)
+            deadline = time.monotonic() + 600
+            while trigger.read_text() == str(input.n) and time.monotonic() < deadline:
+                time.sleep(0.02)  # until the test says go on (or kills this process)
     return Done(n=input.n, key=key)
 
 

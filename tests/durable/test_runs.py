@@ -20,6 +20,7 @@ from roboz.durable import (
     idempotency_key,
 )
 from tests.durable.conftest import Worker
+from tests.postgres import Cluster
 
 
 def thread_rows(url: str, thread_id: str) -> list[tuple[int, str, str]]:
@@ -174,6 +175,23 @@ def test_a_worker_killed_inside_a_thread_write_writes_it_once(
     rows = thread_rows(durable_url, "w")
     assert_contiguous(rows)
     assert _normalized(rows, "w/1") == _normalized(thread_rows(durable_url, "calm"), "calm/1")
+
+
+def test_a_postgres_restart_mid_turn_is_survived(
+    postgres_cluster: Cluster, durable_url: str, workers: list[Worker], tmp_path: Path
+) -> None:
+    hang = tmp_path / "hang"
+    hang.write_text("1")
+    workers.append(Worker(durable_url, "host-a:roboz:0", ROBOZ_TEST_HANG=str(hang)))
+    with DurableClient(durable_url) as client:
+        handle = client.enqueue("worker", "go", thread_id="pg", turn=1)
+        wait_for(Path(f"{hang}.entered"))
+        postgres_cluster.stop()  # every connection of the worker and the client goes
+        postgres_cluster.start()
+        hang.write_text("go on")  # the step finishes while DBOS and the writes reconnect
+        assert handle.result(timeout=60).output.value.startswith("did 3 steps")
+    assert_contiguous(thread_rows(durable_url, "pg"))
+    assert sorted(effects(durable_url).values()) == [1, 1, 1]
 
 
 def test_a_retried_request_returns_the_existing_run_and_another_input_is_refused(

@@ -38,9 +38,15 @@ def default_version() -> str:
     return f"roboz-{version('roboz')}"
 
 
-def _raw(session: Any) -> Any:
-    """The psycopg connection under a datasource transaction's SQLAlchemy session."""
-    return session.connection().connection.driver_connection
+class _Statements:
+    """Runs ``turn_rows``' SQL on a datasource transaction's connection, through SQLAlchemy,
+    so a lost connection surfaces as the DBAPIError that DBOS retries the transaction on."""
+
+    def __init__(self, session: Any) -> None:
+        self._conn = session.connection()
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
+        return self._conn.exec_driver_sql(sql, tuple(parameters))
 
 
 class DurableRuns:
@@ -170,7 +176,7 @@ class DurableRuns:
             ran: Callable[[], None],
         ) -> Started:
             ran()
-            raw = _raw(datasource.sql_session())
+            raw = _Statements(datasource.sql_session())
             rows, first = turn_rows.begin_turn(raw, schema, thread_id, created_by=created_by)
             history, seqs = restore(rows)
             new = [*([] if rows else initial), user]
@@ -192,7 +198,7 @@ class DurableRuns:
             ran: Callable[[], None],
         ) -> int:
             ran()
-            raw = _raw(datasource.sql_session())
+            raw = _Statements(datasource.sql_session())
             count = turn_rows.write_rows(raw, schema, thread_id, rows, updated)
             if status is not None:
                 turn_rows.end_turn(raw, schema, thread_id, status)
