@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import cgroups, child, mounts, network, rlimits, zygote_client
+from . import cgroups, child, init_wire, mounts, network, rlimits, zygote_client
 from .seccomp import DENIAL_NOTE
 from .spec import SandboxError, SandboxOutcome, SandboxSpec, validate
 from .support import sandbox_support
@@ -93,7 +93,7 @@ class _Run:
         self.queue: asyncio.Queue[tuple[int, bytes | None]] = asyncio.Queue()
         self.exited = self.loop.create_future()
         # Zygote mode: pid 1 wrote the run's status, which it does only once every other
-        # process of the run has been killed and reaped (child._kill_and_reap_the_rest).
+        # process of the run has been killed and reaped (kill_and_reap_the_rest in init.c).
         self.reported = self.loop.create_future()
         self.early = False  # completed on pid 1's report; pid 1's own exit is awaited later
         self.fds: dict[str, int] = {}
@@ -427,6 +427,7 @@ async def _fork_run(
         cg = cgroups.RunCgroup.create(spec.run_id, spec.pids_max, spec.memory_max_bytes)
         procs = cg.open_procs_fds() if cg is not None else []
         try:
+            init_wire.exe_fd()  # opened before the fork: pid 1 executes it from its new root
             base["reset_signals"] = child.signals_to_reset()
             plan = child.ChildPlan(cgroup_procs_fds=tuple(procs), **base)
             pid = os.fork()

@@ -32,7 +32,7 @@ from typing import NoReturn
 
 import prctl
 
-from . import cgroups, child, mounts, network
+from . import cgroups, child, init_wire, mounts, network
 from . import syscalls as sc
 from .transport import (
     DECODER,
@@ -42,9 +42,7 @@ from .transport import (
     MAX_PLAN_BYTES,
     REPLY,
     fds_of,
-    receive_plan,
     recv_exactly,
-    send_plan,
     with_fds,
 )
 
@@ -154,7 +152,7 @@ def _start_warm(warm: Warm, plan: child.ChildPlan) -> tuple[int, int] | None:
         else:
             plan, cg = _run_cgroup(plan)
         try:
-            send_plan(warm.ctrl, plan)
+            init_wire.send_request(warm.ctrl, plan)
         finally:
             for fd in plan.cgroup_procs_fds:
                 os.close(fd)
@@ -188,6 +186,7 @@ class Forker:
         self.alive_r, self._alive_w = os.pipe2(os.O_CLOEXEC)
 
     def fork(self, body: Callable[[], NoReturn]) -> tuple[int, int]:
+        init_wire.exe_fd()  # opened before the fork: pid 1 executes it from its new root
         # No reaping between fork and pidfd_open, so the pid cannot be recycled meanwhile.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         try:
@@ -203,7 +202,21 @@ class Forker:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
 
     def cold(self, plan: child.ChildPlan) -> tuple[int, int]:
-        return self.fork(lambda: child.stage_b(plan, self.alive_r))
+        """A pid 1 built for this request, handed it at once (its failures before that go to
+        the request's set-up pipe)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            pid, pidfd = self.fork(
+                lambda: child.stage_b(plan, self.alive_r, theirs.fileno(), report_fd=plan.setup_w)
+            )
+        finally:
+            theirs.close()
+        try:
+            with contextlib.suppress(OSError):  # it died preparing, and said why
+                init_wire.send_request(ours, plan)
+        finally:
+            ours.close()
+        return pid, pidfd
 
     def warm(self, plan: child.ChildPlan, key: bytes) -> Warm:
         pool = None
@@ -220,9 +233,7 @@ class Forker:
         )
         try:
             pid, pidfd = self.fork(
-                lambda: child.stage_b_warm(
-                    shape, self.alive_r, theirs.fileno(), receive_plan, send_plan, pool_fds
-                )
+                lambda: child.stage_b(shape, self.alive_r, theirs.fileno(), pool_fds)
             )
         except BaseException:
             if pool is not None:

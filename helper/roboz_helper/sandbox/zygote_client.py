@@ -113,7 +113,7 @@ class Zygote:
     async def _send(
         loop: asyncio.AbstractEventLoop, sock: socket.socket, plan: child.ChildPlan
     ) -> None:
-        """``transport.send_plan`` without blocking: the header carries the descriptors."""
+        """The plan without blocking: the header carries the descriptors."""
         body = encode_plan(plan)
         header = HEADER.pack(len(body))
         fds = array.array("i", plan_fds(plan))
