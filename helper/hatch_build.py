@@ -1,4 +1,4 @@
-"""Build hook: compile sandbox-init (roboz_helper/sandbox/init.c) into the package.
+"""Build hook: compile sandbox-init (roboz_helper/sandbox/init*.c) into the package.
 
 Runs for wheels and for editable installs (``uv sync`` in a clone, ``pip install -e``), so
 the program is always next to the module that executes it (init_wire.BINARY). Statically
@@ -14,7 +14,7 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = Path("roboz_helper/sandbox/init.c")
+SOURCES = [Path("roboz_helper/sandbox/init.c"), Path("roboz_helper/sandbox/init_root.c")]
 TARGET = Path("roboz_helper/sandbox/sandbox-init")
 FLAGS = ["-O2", "-Wall", "-Wextra", "-Werror"]
 
@@ -22,14 +22,14 @@ FLAGS = ["-O2", "-Wall", "-Wextra", "-Werror"]
 class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         root = Path(self.root)
-        source, target = root / SOURCE, root / TARGET
+        sources, target = [str(root / s) for s in SOURCES], root / TARGET
         cc = shutil.which("cc") or shutil.which("gcc")
         if cc is None:
             raise RuntimeError(
                 "roboz-helper needs a C compiler to build sandbox-init (apt-get install gcc)"
             )
-        attempts = [[cc, *FLAGS, "-static", "-o", str(target), str(source)],
-                    [cc, *FLAGS, "-o", str(target), str(source)]]  # fmt: skip
+        attempts = [[cc, *FLAGS, "-static", "-o", str(target), *sources],
+                    [cc, *FLAGS, "-o", str(target), *sources]]  # fmt: skip
         errors = []
         for argv in attempts:
             done = subprocess.run(argv, capture_output=True, text=True)

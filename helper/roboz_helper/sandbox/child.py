@@ -1,19 +1,16 @@
-"""What runs after ``fork()`` in Python: the processes between the helper and sandbox-init.
+"""What runs after ``fork()`` in Python, and the plan that sandbox-init is started with.
 
     helper (asyncio, possibly multi-threaded)
-      └─ A "setup"   direct mode only (the zygote does this itself): host pid namespace; forks
-      │              B into a new pid namespace, reports B's pid, hands B the request, waits.
-      │              Dies with the helper (PDEATHSIG).
-      └─ B "init"    pid 1 of the run's pid namespace: joins new mount/net/ipc/uts namespaces,
-                     builds the root, then executes sandbox-init (init.c), which keeps all of
-                     that, prepares or forks the run process, waits for the request, starts
-                     the run, drops every privilege of its own, reaps and reports.
+      └─ A "setup"   direct mode only (the zygote does this itself): host pid namespace;
+      │              spawns B into a new pid namespace, reports B's pid, hands B the request,
+      │              waits. Dies with the helper (PDEATHSIG).
+      └─ B "init"    sandbox-init (init.c), pid 1 of the run's pid namespace: namespaces, root,
+                     the run process, its own privilege drop, reaping, the status.
 
-The children only run self-contained code prepared by the parent (``ChildPlan``): no imports,
-no asyncio, no locks of the parent's threads (glibc's fork resets malloc's). Every failure is
+A runs only self-contained code prepared by the parent (``ChildPlan``): no imports, no
+asyncio, no locks of the parent's threads (glibc's fork resets malloc's). Every failure is
 written to the set-up error pipe as "stage: message" before ``_exit(127)``, so the parent can
-put a precise diagnostic in the completion (a pid 1 prepared ahead of its request has no
-set-up pipe yet and just exits; sandbox-init reports its own failures the same way).
+put a precise diagnostic in the completion; sandbox-init reports its own the same way.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from typing import NoReturn
 
 import prctl
 
-from . import init_wire, mounts, namespaces, network
+from . import init_wire, mounts, namespaces
 from . import syscalls as sc
 
 STATUS_FORMAT = "=iqq"  # C's wait status, CPU time in microseconds, peak RSS in bytes
@@ -113,24 +110,21 @@ def stage_a(plan: ChildPlan) -> NoReturn:
         gc.disable()
         # The helper's sockets (its listening socket, clients' connections) must not stay
         # open in here for the length of the run.
-        _close_all_but({0, 1, 2, init_wire.opened_exe_fd(), *plan_fds(plan)} - {-1})
+        _close_all_but({0, 1, 2, *plan_fds(plan)})
         _reset_signals(plan.reset_signals)
         _die_with_parent()
         if os.getppid() != plan.helper_pid:
             os._exit(EXIT_SETUP_FAILED)
         _avoid_oom_killer()
         namespaces.enter_pid_namespace(plan.rootless, plan.outer_uid, plan.outer_gid)
-        alive_r, alive_w = os.pipe2(os.O_CLOEXEC)
+        alive_r, _alive_w = os.pipe2(os.O_CLOEXEC)  # held until we exit: EOF = A is gone
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        pid = os.fork()
-        if pid == 0:
-            os.close(alive_w)
-            ours.close()
-            stage_b(plan, alive_r, theirs.fileno(), report_fd=plan.setup_w)
+        config = init_wire.encode_config(plan, prepare_run=False, report=True, pool=0)
+        pid = init_wire.spawn(config, theirs.fileno(), alive_r, plan.setup_w, (), ())
         os.close(alive_r)
         theirs.close()
         os.write(plan.status_w, struct.pack(PID_FORMAT, pid))
-        # pid 1 may have died preparing: it said why on the set-up pipe.
+        # pid 1 may have died building the root: it said why on the set-up pipe.
         with contextlib.suppress(OSError):
             init_wire.send_request(ours, plan)
         ours.close()
@@ -164,54 +158,3 @@ def _close_all_but(keep: set[int]) -> None:
             os.closerange(low, fd)
         low = fd + 1
     sc.close_from(low)
-
-
-def _prepare_init(plan: ChildPlan, alive_r: int) -> None:
-    """pid 1 (may run ahead of the request): namespaces and the root. Not dumpable, locked
-    securebits and the empty bounding set come right after the exec, in sandbox-init (with
-    them pid 1 would lose its capabilities across the exec); nothing untrusted exists yet."""
-    gc.disable()
-    _reset_signals(plan.reset_signals)
-    _die_with_parent()
-    os.set_blocking(alive_r, False)
-    try:
-        if os.read(alive_r, 1) == b"":
-            os._exit(EXIT_SETUP_FAILED)  # the parent is already gone
-    except BlockingIOError:
-        pass
-    _avoid_oom_killer()
-    sc.unshare(namespaces.INIT_NAMESPACES)
-    if plan.network == "loopback":
-        network.bring_up_loopback()
-    mounts.build_root(plan.mounts)
-    sc.sethostname(namespaces.HOSTNAME)
-
-
-def stage_b(
-    shape: ChildPlan,
-    alive_r: int,
-    ctrl: int,
-    pool_fds: tuple[int, ...] = (),
-    report_fd: int = -1,
-) -> NoReturn:
-    """pid 1 of the run's pid namespace, up to its exec of sandbox-init, which then reads the
-    request from ``ctrl``. ``alive_r`` is the read end of a pipe whose write end only the
-    parent holds: EOF means the parent is already gone (PDEATHSIG covers later). A pid 1
-    prepared ahead of its request (the zygote's warm sandbox) joins the pooled cgroup
-    (``pool_fds``: its cgroup.procs files; joining is slow on cgroup v1, so it happens here
-    rather than on the request's path) and has sandbox-init prepare the run process too;
-    without a ``report_fd`` (set-up pipe) a failure just exits (the zygote then starts runs
-    cold)."""
-    try:
-        keep = {0, 1, 2, alive_r, ctrl, init_wire.opened_exe_fd(), report_fd, *pool_fds}
-        _close_all_but(keep - {-1})
-        _prepare_init(shape, alive_r)
-        for fd in pool_fds:
-            os.write(fd, b"0")
-            os.close(fd)
-        config = init_wire.encode_config(shape, prepare_run=bool(pool_fds))
-        init_wire.exec_init(ctrl, alive_r, config)
-    except BaseException as exc:
-        if report_fd >= 0:
-            _report(report_fd, "init", exc)
-        os._exit(EXIT_SETUP_FAILED)

@@ -21,38 +21,28 @@
  * Status written to the status pipe: i32 wait status, i64 CPU us, i64 peak RSS bytes.
  * Every failure is written to the set-up pipe as "stage: message" before _exit(127).
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
+#include "init.h"
+
 #include <grp.h>
-#include <sched.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #define CTRL_FD 3
 #define CONFIG_FD 4
 #define ALIVE_FD 5
+#define REPORT_FD 6
+#define POOL_FD 7
 #define EXIT_SETUP_FAILED 127
 #define MAX_FDS 16
 #define MAX_REQUEST (16u << 20)
 
-#ifndef SYS_mount_setattr
-#define SYS_mount_setattr 442
-#endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
@@ -68,15 +58,12 @@
  * (privileges.LOCKED_SECUREBITS) */
 #define LOCKED_SECUREBITS ((1 << 0) | (1 << 1) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7))
 
-struct mount_attr_arg {
-    uint64_t attr_set, attr_clr, propagation, userns_fd;
-};
-
 struct config {
     uint32_t uid, gid;
-    int rootless, prepare_run;
+    int rootless, prepare_run, report, npool;
     char *workdir;
     struct sock_fprog filter;
+    struct root_plan root;
 };
 
 struct request {
@@ -99,8 +86,6 @@ static struct config cfg;
 
 /* ------------------------------------------------------------------ errors --------------- */
 
-static char pending[512]; /* a failure before the request: reported on its set-up pipe */
-
 static void report(int fd, const char *stage, const char *fmt, ...) {
     char text[600];
     int n = snprintf(text, sizeof text, "%s: ", stage);
@@ -115,15 +100,10 @@ static void report(int fd, const char *stage, const char *fmt, ...) {
     _exit(EXIT_SETUP_FAILED);
 }
 
-#define CHECK(call, what)                                                                  \
-    do {                                                                                   \
-        if ((call) < 0) return fail(what);                                                 \
-    } while (0)
+const char *failed_what;
+int failed_errno;
 
-static const char *failed_what;
-static int failed_errno;
-
-static int fail(const char *what) {
+int fail(const char *what) {
     failed_what = what;
     failed_errno = errno;
     return -1;
@@ -222,35 +202,86 @@ static int write_all(int fd, const void *buf, size_t n) {
     return 0;
 }
 
-static int read_config(void) {
-    static uint8_t buf[1 << 16];
-    size_t got = 0;
-    for (;;) {
-        ssize_t r = read(CONFIG_FD, buf + got, sizeof buf - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return fail("reading the configuration");
-        if (r == 0) break;
-        got += (size_t)r;
-        if (got == sizeof buf) return fail("configuration too large");
+static struct link *take_links(struct cursor *c, uint32_t *n) {
+    *n = (uint32_t)take(c, 4);
+    if (!c->ok || *n > c->left / 8) {
+        c->ok = 0;
+        return NULL;
     }
+    struct link *v = calloc(*n + 1, sizeof *v);
+    for (uint32_t i = 0; v && i < *n && c->ok; i++) {
+        v[i].path = take_str(c);
+        v[i].target = take_str(c);
+    }
+    return v;
+}
+
+static struct bind_spec *take_binds(struct cursor *c, uint32_t *n) {
+    *n = (uint32_t)take(c, 4);
+    if (!c->ok || *n > c->left / 8) {
+        c->ok = 0;
+        return NULL;
+    }
+    struct bind_spec *v = calloc(*n + 1, sizeof *v);
+    for (uint32_t i = 0; v && i < *n && c->ok; i++) {
+        v[i].path = take_str(c);
+        v[i].attrs = take(c, 4);
+    }
+    return v;
+}
+
+static char **take_counted_strs(struct cursor *c, uint32_t *n) {
+    const uint8_t *at = c->p;
+    *n = (uint32_t)take(c, 4);
+    c->p = at; /* take_strs reads the count itself */
+    c->left += 4;
+    return take_strs(c);
+}
+
+/* The configuration (init_wire.encode_config), from the memfd at CONFIG_FD. */
+static int read_config(void) {
+    struct stat st;
+    if (fstat(CONFIG_FD, &st) < 0 || st.st_size <= 0 || st.st_size > (16 << 20))
+        return fail("the configuration");
+    uint8_t *buf = malloc((size_t)st.st_size);
+    if (!buf || pread(CONFIG_FD, buf, (size_t)st.st_size, 0) != st.st_size)
+        return fail("reading the configuration");
     close(CONFIG_FD);
-    struct cursor c = {buf, got, 1};
-    if (got < 4 || memcmp(buf, "RZI1", 4) != 0) return fail("not a sandbox-init configuration");
+    struct cursor c = {buf, (size_t)st.st_size, 1};
+    errno = 0;
+    if (memcmp(buf, "RZI2", 4) != 0) return fail("not a sandbox-init configuration");
     take(&c, 4);
     cfg.uid = (uint32_t)take(&c, 4);
     cfg.gid = (uint32_t)take(&c, 4);
     cfg.rootless = (int)take(&c, 1);
     cfg.prepare_run = (int)take(&c, 1);
+    cfg.report = (int)take(&c, 1);
+    cfg.root.loopback = (int)take(&c, 1);
+    cfg.npool = (int)take(&c, 4);
     cfg.workdir = take_str(&c);
     uint32_t n = (uint32_t)take(&c, 4);
-    if (!c.ok || n > 4096 || c.left != (size_t)n * 8) {
-        errno = 0;
-        return fail("malformed configuration");
-    }
+    if (!c.ok || n > 4096 || c.left < (size_t)n * 8) return fail("malformed configuration");
     cfg.filter.len = (unsigned short)n;
-    cfg.filter.filter = malloc((size_t)n * 8);
-    if (!cfg.filter.filter) return fail("malloc");
-    memcpy(cfg.filter.filter, c.p, (size_t)n * 8);
+    cfg.filter.filter = (struct sock_filter *)c.p;
+    c.p += (size_t)n * 8;
+    c.left -= (size_t)n * 8;
+    struct root_plan *r = &cfg.root;
+    r->hostname = take_str(&c);
+    r->template = take_str(&c);
+    r->root_size = take(&c, 8);
+    r->tmp_size = take(&c, 8);
+    r->tmp_inodes = take(&c, 8);
+    r->sys_attrs = take(&c, 4);
+    r->dev_attrs = take(&c, 4);
+    r->dev_dir_attrs = take(&c, 4);
+    r->symlinks = take_links(&c, &r->nsymlinks);
+    r->system = take_binds(&c, &r->nsystem);
+    r->binds = take_binds(&c, &r->nbinds);
+    r->devices = take_counted_strs(&c, &r->ndevices);
+    r->dev_links = take_links(&c, &r->ndev_links);
+    r->proc_ro = take_counted_strs(&c, &r->nproc_ro);
+    errno = 0;
+    if (!c.ok || c.left || cfg.npool < 0 || cfg.npool > 8) return fail("malformed configuration");
     return 0;
 }
 
@@ -620,7 +651,6 @@ static void kill_and_reap_the_rest(void) {
 
 static void run_init(struct request *req, struct prepared *warm) {
     int setup_w = req->fds[2], status_w = req->fds[3];
-    if (pending[0]) report(setup_w, "init", "%s", pending);
     if (finish_root(req) < 0) report(setup_w, "init", "%s", why());
     pid_t pid = -1;
     int exec_r = -1;
@@ -681,24 +711,33 @@ static void run_init(struct request *req, struct prepared *warm) {
 }
 
 int main(void) {
-    /* Before anything untrusted exists: not dumpable (exec made it dumpable again), and the
-     * securebits locked and the bounding set dropped (inherited by the run; done only now
-     * because pid 1 needed its capabilities across the exec). */
-    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || lock_securebits() < 0 ||
-        drop_bounding_set() < 0)
-        snprintf(pending, sizeof pending, "%s", failed_what ? why() : strerror(errno));
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* root's alone until the run has its own uid */
     prctl(PR_SET_NAME, "sandbox-init", 0, 0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     int flags = fcntl(ALIVE_FD, F_GETFL);
     char byte;
     if (flags < 0 || fcntl(ALIVE_FD, F_SETFL, flags | O_NONBLOCK) < 0 ||
         read(ALIVE_FD, &byte, 1) == 0)
-        _exit(EXIT_SETUP_FAILED); /* the process that forked us is gone */
+        _exit(EXIT_SETUP_FAILED); /* the process that started us is gone */
     close(ALIVE_FD);
     if (read_config() < 0) _exit(EXIT_SETUP_FAILED);
+    /* A pid 1 built for its request reports set-up failures on the request's set-up pipe;
+     * one prepared ahead of it just exits (the zygote then starts the run cold). */
+    int report_fd = cfg.report ? REPORT_FD : -1;
+    syscall(SYS_close_range, POOL_FD + cfg.npool, ~0U, 0);
+    write_file("/proc/self/oom_score_adj", "-1000"); /* best effort: CAP_SYS_RESOURCE */
+    if (prepare_root(&cfg.root) < 0) report(report_fd, "init", "%s", why());
+    for (int i = 0; i < cfg.npool; i++) { /* into the pooled cgroup (slow on v1: ahead) */
+        if (write_all(POOL_FD + i, "0", 1) < 0) report(report_fd, "init", "joining the pool");
+        close(POOL_FD + i);
+    }
+    /* Before anything untrusted exists: securebits locked, bounding set empty (inherited by
+     * the run; pid 1 never execs again, so it loses nothing). */
+    if (lock_securebits() < 0 || drop_bounding_set() < 0)
+        report(report_fd, "init", "%s", why());
+    if (report_fd >= 0) close(report_fd);
     struct prepared warm;
-    int have_warm = 0;
-    if (cfg.prepare_run && !pending[0] && prepare_run(&warm) == 0) have_warm = 1;
+    int have_warm = cfg.prepare_run && prepare_run(&warm) == 0;
     struct request req = {0};
     int got = receive(CTRL_FD, &req);
     if (got == 0) _exit(0); /* discarded (EOF): nothing ran; the kernel kills the prepared

@@ -1,24 +1,24 @@
-"""The Python side of ``sandbox-init`` (init.c): where the program is, the configuration and
-request it reads, and the exec into it.
+"""The Python side of ``sandbox-init`` (init.c, init_root.c): where the program is, the
+configuration and request it reads, and how it is started.
 
-pid 1 of a run is forked (from the zygote, or from the helper's set-up child) as Python, builds
-the namespaces and the root filesystem (child.py, mounts.py), then executes ``sandbox-init``
-through a descriptor opened before the root existed (the sandbox has no path to it). From
-there on nothing of a run is a fork of a Python heap: see init.c for why and for the formats.
+A run's pid 1 is ``sandbox-init`` itself, spawned (vfork and exec: nothing of the parent's
+heap is copied) by the zygote, or by the helper's set-up child in direct mode, right after
+``unshare(CLONE_NEWPID)``. It makes the namespaces and builds the root from the mount plan in
+its configuration, then waits for its request; see init.c for why and for the formats.
 """
 
 from __future__ import annotations
 
 import array
+import fcntl
 import os
 import socket
 import struct
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
-from . import seccomp
-from . import syscalls as sc
-from .spec import SandboxError
+from . import mounts, namespaces, seccomp
 
 if TYPE_CHECKING:
     from .child import ChildPlan
@@ -29,13 +29,11 @@ MISSING = (
     "init.c when roboz-helper is installed (needs gcc), so reinstall it "
     "(pip install './helper[daemon]', or scripts/setup.sh in a clone)"
 )
-CTRL_FD, CONFIG_FD, ALIVE_FD, EXE_FD = 3, 4, 5, 6
+CTRL_FD, CONFIG_FD, ALIVE_FD, REPORT_FD, POOL_FD = 3, 4, 5, 6, 7
 _HEADER = struct.Struct("<I")
 _U32 = struct.Struct("<I")
 _LIMIT = struct.Struct("<IQQ")
 _U64_MASK = (1 << 64) - 1  # RLIM_INFINITY is -1 in Python, all ones on the wire
-
-_exe_fd = -1
 
 
 def missing() -> str | None:
@@ -43,34 +41,51 @@ def missing() -> str | None:
     return None if os.access(BINARY, os.X_OK) else MISSING
 
 
-def exe_fd() -> int:
-    """An O_PATH descriptor of the program, opened once, in the parent, before any fork."""
-    global _exe_fd
-    if _exe_fd < 0:
-        try:
-            _exe_fd = os.open(BINARY, os.O_PATH | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise SandboxError(MISSING) from None
-    return _exe_fd
-
-
-def opened_exe_fd() -> int:
-    """In a forked child: the descriptor the parent opened (-1 if none)."""
-    return _exe_fd
-
-
 def _blob(data: bytes) -> bytes:
     return _U32.pack(len(data)) + data
 
 
-def encode_config(plan: ChildPlan, prepare_run: bool) -> bytes:
+def _strs(items: Sequence[str]) -> bytes:
+    return _U32.pack(len(items)) + b"".join(_blob(os.fsencode(x)) for x in items)
+
+
+def _links(items: Sequence[tuple[str, str]]) -> bytes:
+    parts = [_U32.pack(len(items))]
+    parts += [_blob(os.fsencode(a)) + _blob(os.fsencode(b)) for a, b in items]
+    return b"".join(parts)
+
+
+def _binds(items: Sequence[mounts.Bind]) -> bytes:
+    parts = [_U32.pack(len(items))]
+    parts += [_blob(os.fsencode(b.path)) + _U32.pack(b.attrs) for b in items]
+    return b"".join(parts)
+
+
+def encode_config(plan: ChildPlan, prepare_run: bool, report: bool, pool: int) -> bytes:
+    """What pid 1 is built for: identity, the seccomp filter, the mount plan (without the
+    script, which comes with the request), whether it reports set-up failures on the
+    request's set-up pipe, how many pooled cgroup.procs files it joins."""
+    m = plan.mounts
+    loopback = plan.network == "loopback"
+    flags = struct.pack("<IIBBBBI", plan.uid, plan.gid, plan.rootless, prepare_run, report,
+                        loopback, pool)  # fmt: skip
     return b"".join(
         (
-            b"RZI1",
-            struct.pack("<IIBB", plan.uid, plan.gid, plan.rootless, prepare_run),
-            _blob(os.fsencode(plan.mounts.workdir)),
+            b"RZI2",
+            flags,
+            _blob(os.fsencode(m.workdir)),
             _U32.pack(seccomp.INSTRUCTIONS),
             seccomp.PROGRAM,
+            _blob(namespaces.HOSTNAME.encode()),
+            _blob(os.fsencode(m.template or "")),
+            struct.pack("<QQQ", m.root_size_bytes, m.tmp_size_bytes, m.tmp_inodes),
+            struct.pack("<III", mounts.SYS_ATTRS, mounts.DEV_ATTRS, mounts.DEV_DIR_ATTRS),
+            _links(m.symlinks),
+            _binds(m.system),
+            _binds(m.binds),
+            _strs(mounts.DEVICES),
+            _links(mounts.DEV_LINKS),
+            _strs(mounts.PROC_READONLY),
         )
     )
 
@@ -100,17 +115,35 @@ def send_request(sock: socket.socket, plan: ChildPlan) -> None:
     sock.sendall(body)
 
 
-def exec_init(ctrl: int, alive_r: int, config: bytes) -> NoReturn:
-    """In pid 1, once the root is built: become sandbox-init, with the request socket, the
-    configuration and the alive pipe at the descriptors it expects and nothing else open but
-    0-2 (the exec closes the program's own descriptor)."""
-    config_r, config_w = os.pipe()
-    os.write(config_w, config)  # well below a pipe's buffer
-    os.close(config_w)
-    high = [os.dup(fd) for fd in (ctrl, config_r, alive_r, _exe_fd)]  # out of 3-6's way
-    for target, fd in zip((CTRL_FD, CONFIG_FD, ALIVE_FD), high, strict=False):
-        os.dup2(fd, target)
-    os.dup2(high[3], EXE_FD, inheritable=False)
-    sc.close_from(EXE_FD + 1)
-    os.execve(EXE_FD, ["sandbox-init"], {})
-    raise AssertionError("unreachable")
+def spawn(
+    config: bytes,
+    ctrl: int,
+    alive_r: int,
+    report_fd: int,
+    pool_fds: tuple[int, ...],
+    reset_signals: tuple[int, ...],
+) -> int:
+    """Start sandbox-init (its pid): vfork and exec, with the request socket, its
+    configuration, the alive pipe, the set-up pipe and the pooled cgroup.procs files at the
+    descriptors it expects, default signal dispositions, an empty mask and environment."""
+    memfd = os.memfd_create("sandbox-init-config", os.MFD_CLOEXEC)
+    high: list[int] = []
+    try:
+        view = memoryview(config)
+        while view:
+            view = view[os.write(memfd, view) :]
+        sources = {CTRL_FD: ctrl, CONFIG_FD: memfd, ALIVE_FD: alive_r}
+        if report_fd >= 0:
+            sources[REPORT_FD] = report_fd
+        sources.update({POOL_FD + i: fd for i, fd in enumerate(pool_fds)})
+        actions = []
+        for target, fd in sources.items():  # copied above the targets first: no clobbering
+            high.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, POOL_FD + len(sources)))
+            actions.append((os.POSIX_SPAWN_DUP2, high[-1], target))
+        return os.posix_spawn(
+            BINARY, ["sandbox-init"], {}, file_actions=actions, setsigdef=reset_signals,
+            setsigmask=(),
+        )  # fmt: skip
+    finally:
+        for fd in (memfd, *high):
+            os.close(fd)

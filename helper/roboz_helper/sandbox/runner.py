@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import cgroups, child, init_wire, mounts, network, rlimits, zygote_client
+from . import cgroups, child, mounts, rlimits, zygote_client
 from .seccomp import DENIAL_NOTE
 from .spec import SandboxError, SandboxOutcome, SandboxSpec, validate
 from .support import sandbox_support
@@ -427,7 +427,6 @@ async def _fork_run(
         cg = cgroups.RunCgroup.create(spec.run_id, spec.pids_max, spec.memory_max_bytes)
         procs = cg.open_procs_fds() if cg is not None else []
         try:
-            init_wire.exe_fd()  # opened before the fork: pid 1 executes it from its new root
             base["reset_signals"] = child.signals_to_reset()
             plan = child.ChildPlan(cgroup_procs_fds=tuple(procs), **base)
             pid = os.fork()
@@ -456,7 +455,6 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
     script_bytes = mounts.read_script(spec.script_fd) if spec.script_fd is not None else None
     mplan = mounts.plan_mounts(spec, script_bytes)
     exec_path, exec_argv = exec_target(spec, mplan)
-    network.prepare(spec.network)
     rootless = os.geteuid() != 0
     plan_args = {
         "helper_pid": os.getpid(),

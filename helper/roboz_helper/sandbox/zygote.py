@@ -1,17 +1,19 @@
-"""A small pre-started process that forks the runs (the "zygote").
+"""A small pre-started process that starts the runs' pid 1 (the "zygote").
 
-Why: forking the helper itself costs in proportion to the helper's heap (every page the child
-touches is copied), and the helper is a multi-threaded asyncio program, where ``fork`` is only
-safe because the child keeps to self-contained work. The zygote is started once (lazily, with
-``python -c "...zygote import main; main()"``), imports only this package, freezes its heap
-for the garbage collector and is single-threaded; forking it is cheap and clean. It dies with
-the helper (PDEATHSIG), and its children die with it, so a crashed helper leaves no runs.
+Why: the helper is a multi-threaded asyncio program, and the runs' pid 1 must be started
+from a thread that lives as long as the helper, in a fresh pid namespace each time
+(``unshare``/``setns``, which would disturb the helper's other threads), with a system
+template kept in a mount namespace of its own, and one sandbox prepared ahead of the next
+request. The zygote is started once (lazily, with ``python -c "...zygote import main;
+main()"``), imports only this package and is single-threaded; it spawns sandbox-init (vfork and
+exec, see init_wire.py), so nothing of its heap is copied per run. It dies with the helper
+(PDEATHSIG), and its children die with it, so a crashed helper leaves no runs.
 
 Protocol on a private socketpair (only the helper holds the other end): the helper sends a
 header ``<u32 length>`` carrying the run's descriptors (stdout, stderr, set-up and status
 pipes, cgroup.procs files) as SCM_RIGHTS, then ``length`` bytes of msgspec-encoded
-``ChildPlan``; the zygote forks the run's pid 1 into a fresh pid namespace (``unshare``, fork,
-``setns`` back) and answers ``<i32 pid>`` plus a pidfd of it, or
+``ChildPlan``; the zygote starts the run's pid 1 in a fresh pid namespace (``unshare``,
+spawn, ``setns`` back) and answers ``<i32 pid>`` plus a pidfd of it, or
 ``<i32 -1>`` followed by an error text. Requests are serialised by the helper.
 """
 
@@ -20,19 +22,16 @@ from __future__ import annotations
 import array
 import contextlib
 import dataclasses
-import gc
 import os
 import select
 import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
-from typing import NoReturn
 
 import prctl
 
-from . import cgroups, child, init_wire, mounts, network
+from . import cgroups, child, init_wire, mounts
 from . import syscalls as sc
 from .transport import (
     DECODER,
@@ -177,24 +176,26 @@ def shape_key(plan: child.ChildPlan, template_generation: int) -> bytes:
 
 
 class Forker:
-    """Forks pid 1 of a new pid namespace: ``unshare(CLONE_NEWPID)``, fork, ``setns`` back
-    (so that the following fork gets a fresh namespace again)."""
+    """Starts pid 1 of a new pid namespace: ``unshare(CLONE_NEWPID)``, spawn sandbox-init,
+    ``setns`` back (so that the following spawn gets a fresh namespace again)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reset_signals: tuple[int, ...]) -> None:
         self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         # Children get the read end; we hold the write end for life (EOF = we are gone).
         self.alive_r, self._alive_w = os.pipe2(os.O_CLOEXEC)
+        self.reset_signals = reset_signals
 
-    def fork(self, body: Callable[[], NoReturn]) -> tuple[int, int]:
-        init_wire.exe_fd()  # opened before the fork: pid 1 executes it from its new root
-        # No reaping between fork and pidfd_open, so the pid cannot be recycled meanwhile.
+    def spawn(
+        self, config: bytes, ctrl: int, report_fd: int = -1, pool_fds: tuple[int, ...] = ()
+    ) -> tuple[int, int]:
+        # No reaping between the spawn and pidfd_open, so the pid cannot be recycled meanwhile.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         try:
             sc.unshare(sc.CLONE_NEWPID)
             try:
-                pid = os.fork()
-                if pid == 0:
-                    body()
+                pid = init_wire.spawn(
+                    config, ctrl, self.alive_r, report_fd, pool_fds, self.reset_signals
+                )
             finally:
                 sc.setns(self.own_pidns, sc.CLONE_NEWPID)
             return pid, os.pidfd_open(pid)
@@ -204,15 +205,14 @@ class Forker:
     def cold(self, plan: child.ChildPlan) -> tuple[int, int]:
         """A pid 1 built for this request, handed it at once (its failures before that go to
         the request's set-up pipe)."""
+        config = init_wire.encode_config(plan, prepare_run=False, report=True, pool=0)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            pid, pidfd = self.fork(
-                lambda: child.stage_b(plan, self.alive_r, theirs.fileno(), report_fd=plan.setup_w)
-            )
+            pid, pidfd = self.spawn(config, theirs.fileno(), report_fd=plan.setup_w)
         finally:
             theirs.close()
         try:
-            with contextlib.suppress(OSError):  # it died preparing, and said why
+            with contextlib.suppress(OSError):  # it died building the root, and said why
                 init_wire.send_request(ours, plan)
         finally:
             ours.close()
@@ -227,14 +227,12 @@ class Forker:
                     f"{cgroups.owner_tag()}pool-{next(_pool_counter)}", 2, plan.memory_max
                 )
         pool_fds = tuple(pool.open_procs_fds()) if pool is not None else ()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        shape = dataclasses.replace(
-            plan, stdout_w=-1, stderr_w=-1, setup_w=-1, status_w=-1, cgroup_procs_fds=()
+        config = init_wire.encode_config(
+            plan, prepare_run=bool(pool_fds), report=False, pool=len(pool_fds)
         )
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            pid, pidfd = self.fork(
-                lambda: child.stage_b(shape, self.alive_r, theirs.fileno(), pool_fds)
-            )
+            pid, pidfd = self.spawn(config, theirs.fileno(), pool_fds=pool_fds)
         except BaseException:
             if pool is not None:
                 pool.remove()
@@ -266,7 +264,7 @@ def serve(sock: socket.socket) -> None:
     run's plan and descriptors. At most one is kept; another shape or age discards it."""
     me = os.getpid()
     reset_signals = child.signals_to_reset()  # the zygote's dispositions never change
-    forker = Forker()
+    forker = Forker(reset_signals)
     template = Template()
     warm: Warm | None = None
     while True:
@@ -295,7 +293,6 @@ def serve(sock: socket.socket) -> None:
                 reset_signals=reset_signals,
                 mounts=dataclasses.replace(plan.mounts, template=template.current()),
             )
-            network.prepare(plan.network)
             key = shape_key(plan, template.generation)
             started: tuple[int, int] | None = None
             if warm is not None:
@@ -350,8 +347,6 @@ def main() -> None:
         # Pooled cgroups (named after the zygote) of zygotes that died before this one.
         # Only pools, and briefly: run cgroups are the helper's business at its start-up.
         cgroups.reclaim_stale(pools_only=True, timeout_s=0.5)
-    gc.collect()
-    gc.freeze()  # children never walk (and so never copy) the zygote's heap
     serve(sock)
 
 
