@@ -60,6 +60,7 @@ class ChildPlan:
     pids_max: int = 0
     memory_max: int = 0
     in_cgroup: bool = False  # pid 1 (and so the run) is already in the run's cgroup
+    prepare_only: bool = False  # to the zygote: no run, only a warm pid 1 of this shape
 
 
 def plan_fds(plan: ChildPlan) -> list[int]:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import cgroups, child, mounts, rlimits, zygote_client
+from . import cgroups, child, mounts, rlimits, transport, zygote_client
 from .seccomp import DENIAL_NOTE
 from .spec import SandboxError, SandboxOutcome, SandboxSpec, validate
 from .support import sandbox_support
@@ -420,7 +420,12 @@ async def _fork_run(
                 **base,
             )
             try:
-                pid, pidfd = await zygote_client.get().spawn(plan)
+                zygote = zygote_client.get()
+                warm = await zygote.take_warm(transport.shape_key(plan))
+                started = await zygote_client.start_warm(warm, plan) if warm else None
+                if started is not None:
+                    zygote.prepare_next(plan)
+                pid, pidfd = started or await zygote.spawn(plan)
                 return pid, pidfd, False, cgroups.RunCgroup.existing(name)
             except OSError as exc:
                 log.warning("sandbox zygote unavailable, forking the helper: %s", exc)

@@ -26,6 +26,8 @@ DECODER = msgspec.msgpack.Decoder(child.ChildPlan)
 
 
 def with_fds(plan: child.ChildPlan, fds: list[int]) -> child.ChildPlan:
+    if not fds and plan.prepare_only:
+        return plan
     return dataclasses.replace(
         plan,
         stdout_w=fds[0],
@@ -42,6 +44,17 @@ def encode_plan(plan: child.ChildPlan) -> bytes:
         plan, stdout_w=-1, stderr_w=-1, setup_w=-1, status_w=-1, cgroup_procs_fds=()
     )
     return ENCODER.encode(blank)
+
+
+def shape_key(plan: child.ChildPlan) -> bytes:
+    """Everything a warm pid 1 has already acted on; runs differing only in argv, env,
+    script, limits enforced later (rlimits, cgroup, deadline, output) share a shape. Which
+    build of the system template its root was cloned from is checked apart (a warm sandbox
+    expires with its build)."""
+    mounts_shape = dataclasses.replace(
+        plan.mounts, script_path=None, script_bytes=None, template=None
+    )
+    return ENCODER.encode((mounts_shape, plan.uid, plan.gid, plan.network, plan.rootless))
 
 
 def fds_of(ancdata: list[tuple[int, int, bytes]]) -> list[int]:

@@ -22,8 +22,8 @@ from __future__ import annotations
 import array
 import contextlib
 import dataclasses
+import math
 import os
-import select
 import signal
 import socket
 import sys
@@ -42,6 +42,7 @@ from .transport import (
     REPLY,
     fds_of,
     recv_exactly,
+    shape_key,
     with_fds,
 )
 
@@ -57,9 +58,6 @@ def _reap(_signum: int = 0, _frame: object = None) -> None:
             return
         if pid == 0:
             return
-        pool = _remove_after_exit.pop(pid, None)
-        if pool is not None:
-            pool.remove()
 
 
 TEMPLATE_AT = "/dev/shm"  # in the zygote's own mount namespace only; never a bind source
@@ -72,7 +70,6 @@ class Template:
     def __init__(self) -> None:
         self.path: str | None = None
         self.built_at = 0.0
-        self.generation = 0  # bumped at each rebuild: part of a warm pid 1's shape
         try:
             # Our own mount namespace, a slave of the host's: host mounts still show up here,
             # nothing we mount shows up there.
@@ -99,80 +96,17 @@ class Template:
             return None
         self.path = TEMPLATE_AT
         self.built_at = time.monotonic()
-        self.generation += 1
         return self.path
 
-
-# A warm pid 1 older than this is thrown away rather than used (its binds were made then).
-WARM_MAX_AGE_S = 10.0
-
-
-@dataclasses.dataclass
-class Warm:
-    """A pid 1 prepared ahead of time for one sandbox shape, waiting on ``ctrl``, sitting in
-    the pooled cgroup ``pool`` (v1) when there is one."""
-
-    key: bytes
-    pid: int
-    pidfd: int
-    ctrl: socket.socket
-    built_at: float
-    pool: cgroups.RunCgroup | None
-
-    def usable(self, key: bytes) -> bool:
-        if key != self.key or time.monotonic() - self.built_at > WARM_MAX_AGE_S:
-            return False
-        readable, _, _ = select.select([self.pidfd], [], [], 0)
-        return not readable  # a readable pidfd: it died while preparing
-
-    def discard(self) -> None:
-        self.ctrl.close()  # EOF: it exits without running anything
-        os.close(self.pidfd)
-        if self.pool is not None:
-            _remove_after_exit[self.pid] = self.pool
+    def expires_at(self) -> float:
+        """When a sandbox cloned from the current build must no longer be used (the build is
+        replaced at the first request after that)."""
+        if self.path is None:
+            return math.inf  # no template: runs bind the system paths themselves
+        return self.built_at + mounts.LAYOUT_TTL_S
 
 
-# Pooled cgroups of discarded warm pids 1, removed once the process has been reaped.
-_remove_after_exit: dict[int, cgroups.RunCgroup] = {}
 _pool_counter = iter(range(1, 1 << 62))
-
-
-def _start_warm(warm: Warm, plan: child.ChildPlan) -> tuple[int, int] | None:
-    """Hand ``plan`` to a usable warm pid 1; None (and the warm one discarded) on failure."""
-    cg: cgroups.RunCgroup | None = None
-    try:
-        if plan.cgroup_name and warm.pool is not None:
-            # Renaming is cheap; joining a v1 cgroup waits for an RCU grace period. pid 1
-            # counts as one process of the run.
-            warm.pool.rename(plan.cgroup_name)
-            warm.pool.set_limits(plan.pids_max + 1, plan.memory_max)
-            warm.pool = None
-            plan = dataclasses.replace(plan, in_cgroup=True)
-        else:
-            plan, cg = _run_cgroup(plan)
-        try:
-            init_wire.send_request(warm.ctrl, plan)
-        finally:
-            for fd in plan.cgroup_procs_fds:
-                os.close(fd)
-    except OSError:
-        if cg is not None:
-            cg.remove()
-        warm.discard()
-        return None
-    warm.ctrl.close()
-    return warm.pid, warm.pidfd
-
-
-def shape_key(plan: child.ChildPlan, template_generation: int) -> bytes:
-    """Everything a warm pid 1 has already acted on, including which build of the system
-    template its root was cloned from (a rebuilt template makes every warm pid 1 stale);
-    runs differing only in argv, env, script, limits enforced later (rlimits, cgroup,
-    deadline, output) share a shape."""
-    mounts_shape = dataclasses.replace(plan.mounts, script_path=None, script_bytes=None)
-    return ENCODER.encode(
-        (mounts_shape, plan.uid, plan.gid, plan.network, plan.rootless, template_generation)
-    )
 
 
 class Forker:
@@ -218,7 +152,11 @@ class Forker:
             ours.close()
         return pid, pidfd
 
-    def warm(self, plan: child.ChildPlan, key: bytes) -> Warm:
+    def warm(
+        self, plan: child.ChildPlan
+    ) -> tuple[int, int, socket.socket, cgroups.RunCgroup | None]:
+        """A pid 1 prepared for ``plan``'s shape (pid, pidfd, its request socket, its pooled
+        cgroup), to be handed to the helper."""
         pool = None
         if plan.cgroup_name:
             be = cgroups.backend()
@@ -241,7 +179,7 @@ class Forker:
             theirs.close()
             for fd in pool_fds:
                 os.close(fd)
-        return Warm(key, pid, pidfd, ours, time.monotonic(), pool)
+        return pid, pidfd, ours, pool
 
 
 def _run_cgroup(plan: child.ChildPlan) -> tuple[child.ChildPlan, cgroups.RunCgroup | None]:
@@ -255,18 +193,41 @@ def _run_cgroup(plan: child.ChildPlan) -> tuple[child.ChildPlan, cgroups.RunCgro
     return dataclasses.replace(plan, cgroup_procs_fds=tuple(cg.open_procs_fds())), cg
 
 
-def serve(sock: socket.socket) -> None:
-    """The zygote's loop: one request, one pid 1, one reply. pid 1's exit (observed through
-    the pidfd by the helper) means every process of the run is gone.
+def _offer(sock: socket.socket, forker: Forker, plan: child.ChildPlan, template: Template) -> None:
+    """After each reply: a warm pid 1 of the request's shape for the helper to hand the next
+    request of that shape to directly (an empty offer when there is none). The helper checks
+    that the shape is the same, that it is not too old and that the system template it was
+    cloned from is still current (``expires_at``), so that a sandbox whose inputs changed is
+    never used; it owns the pooled cgroup from then on."""
+    made = None
+    if POOL:
+        with contextlib.suppress(OSError):
+            made = forker.warm(plan)
+    if made is None:
+        sock.sendall(HEADER.pack(0))
+        return
+    pid, pidfd, ctrl, pool = made
+    try:
+        pool_name = os.path.basename(next(iter(pool.dirs.values()))) if pool is not None else ""
+        body = ENCODER.encode(
+            (shape_key(plan), pid, pool_name, time.monotonic(), template.expires_at())
+        )
+        fds = array.array("i", [pidfd, ctrl.fileno()])
+        sock.sendmsg([HEADER.pack(len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        sock.sendall(body)
+    finally:
+        os.close(pidfd)
+        ctrl.close()  # EOF for it if the helper never got its copy
 
-    Pool: after each request the zygote prepares a warm pid 1 (namespaces and root built)
-    for the same shape, so that the next request with that shape only has to hand it the
-    run's plan and descriptors. At most one is kept; another shape or age discards it."""
+
+def serve(sock: socket.socket) -> None:
+    """The zygote's loop: one request, one pid 1, one reply, one offer. pid 1's exit (observed
+    through the pidfd by the helper) means every process of the run is gone. A request the
+    helper could give to a warm pid 1 it holds never reaches the zygote."""
     me = os.getpid()
     reset_signals = child.signals_to_reset()  # the zygote's dispositions never change
     forker = Forker(reset_signals)
     template = Template()
-    warm: Warm | None = None
     while True:
         try:
             # MSG_CMSG_CLOEXEC: received descriptors must not survive the run's exec.
@@ -275,10 +236,11 @@ def serve(sock: socket.socket) -> None:
             )
         except InterruptedError:
             continue
+        except ConnectionError:  # the helper went away with an offer unread
+            return
         if not data:
             return
         fds = fds_of(ancdata)
-        key = b""
         plan: child.ChildPlan | None = None
         try:
             if len(data) < HEADER.size:
@@ -293,26 +255,19 @@ def serve(sock: socket.socket) -> None:
                 reset_signals=reset_signals,
                 mounts=dataclasses.replace(plan.mounts, template=template.current()),
             )
-            key = shape_key(plan, template.generation)
-            started: tuple[int, int] | None = None
-            if warm is not None:
-                if warm.usable(key):
-                    started = _start_warm(warm, plan)
-                else:
-                    warm.discard()
-                warm = None
-            if started is None:
-                cold_plan, cg = _run_cgroup(plan)
-                try:
-                    started = forker.cold(cold_plan)
-                except BaseException:
-                    if cg is not None:
-                        cg.remove()
-                    raise
-                finally:
-                    for fd in cold_plan.cgroup_procs_fds:
-                        os.close(fd)
-            pid, pidfd = started
+            if plan.prepare_only:
+                _offer(sock, forker, plan, template)
+                continue
+            cold_plan, cg = _run_cgroup(plan)
+            try:
+                pid, pidfd = forker.cold(cold_plan)
+            except BaseException:
+                if cg is not None:
+                    cg.remove()
+                raise
+            finally:
+                for fd in cold_plan.cgroup_procs_fds:
+                    os.close(fd)
             try:
                 sock.sendmsg(
                     [REPLY.pack(pid)],
@@ -329,9 +284,10 @@ def serve(sock: socket.socket) -> None:
             for fd in fds:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        if plan is not None and POOL:
-            with contextlib.suppress(OSError):
-                warm = forker.warm(plan, key)
+        if plan is None:
+            sock.sendall(HEADER.pack(0))
+        else:
+            _offer(sock, forker, plan, template)
 
 
 def main() -> None:
