@@ -161,8 +161,13 @@ class Forker:
         if plan.cgroup_name:
             be = cgroups.backend()
             if be is not None and be.version == 1:
+                # The limits of this request, which the next one of its shape most likely
+                # has too (the helper then leaves them): pid 1 counts as one process of the
+                # run, and nothing in the pool forks before a run is handed over.
                 pool = cgroups.RunCgroup.create_named(
-                    f"{cgroups.owner_tag()}pool-{next(_pool_counter)}", 2, plan.memory_max
+                    f"{cgroups.owner_tag()}pool-{next(_pool_counter)}",
+                    plan.pids_max + 1,
+                    plan.memory_max,
                 )
         pool_fds = tuple(pool.open_procs_fds()) if pool is not None else ()
         config = init_wire.encode_config(
@@ -210,7 +215,15 @@ def _offer(sock: socket.socket, forker: Forker, plan: child.ChildPlan, template:
     try:
         pool_name = os.path.basename(next(iter(pool.dirs.values()))) if pool is not None else ""
         body = ENCODER.encode(
-            (shape_key(plan), pid, pool_name, time.monotonic(), template.expires_at())
+            (
+                shape_key(plan),
+                pid,
+                pool_name,
+                plan.pids_max + 1,
+                plan.memory_max,
+                time.monotonic(),
+                template.expires_at(),
+            )
         )
         fds = array.array("i", [pidfd, ctrl.fileno()])
         sock.sendmsg([HEADER.pack(len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])

@@ -30,7 +30,7 @@ from .transport import HEADER, REPLY, encode_plan
 
 # A warm pid 1 older than this is thrown away rather than used (its binds were made then).
 WARM_MAX_AGE_S = 10.0
-_OFFER = msgspec.msgpack.Decoder(tuple[bytes, int, str, float, float])
+_OFFER = msgspec.msgpack.Decoder(tuple[bytes, int, str, int, int, float, float])
 
 
 @dataclasses.dataclass
@@ -45,6 +45,7 @@ class Warm:
     built_at: float
     expires_at: float  # its system template's build is replaced then
     pool: cgroups.RunCgroup | None
+    pool_limits: tuple[int, int]  # (pids.max, memory limit) the pool was made with
 
     def usable(self, key: bytes) -> bool:
         now = time.monotonic()
@@ -82,8 +83,9 @@ async def start_warm(warm: Warm, plan: child.ChildPlan) -> tuple[int, int] | Non
     try:
         if plan.cgroup_name and warm.pool is not None:
             warm.pool.rename(plan.cgroup_name)
-            # pid 1 counts as one process of the run.
-            warm.pool.set_limits(plan.pids_max + 1, plan.memory_max)
+            limits = (plan.pids_max + 1, plan.memory_max)  # pid 1 counts as one process
+            if limits != warm.pool_limits:
+                warm.pool.set_limits(*limits)
             plan = dataclasses.replace(plan, in_cgroup=True)
         elif plan.cgroup_name:
             made = cgroups.RunCgroup.create_named(plan.cgroup_name, plan.pids_max, plan.memory_max)
@@ -215,13 +217,13 @@ class Zygote:
                 for fd in fds:
                     os.close(fd)
                 raise OSError("the sandbox zygote sent a broken offer")
-            key, pid, pool_name, built_at, expires_at = _OFFER.decode(body)
+            key, pid, pool_name, pids, memory, built_at, expires_at = _OFFER.decode(body)
             ctrl = socket.socket(fileno=fds[1])
             ctrl.setblocking(False)
             pool = cgroups.RunCgroup.existing(pool_name) if pool_name else None
             if self.warm is not None:
                 self.warm.discard(loop)
-            self.warm = Warm(key, pid, fds[0], ctrl, built_at, expires_at, pool)
+            self.warm = Warm(key, pid, fds[0], ctrl, built_at, expires_at, pool, (pids, memory))
 
     def prepare_next(self, plan: child.ChildPlan) -> None:
         """Ask for a warm pid 1 of ``plan``'s shape for the next request (its offer is read
