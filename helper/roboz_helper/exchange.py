@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from roboz_helper import host_paths, protocol, runs
@@ -66,8 +67,10 @@ async def supervise(
     writer: asyncio.StreamWriter,
     profile: Profile,
     spec: SandboxSpec,
+    on_client_gone: Callable[[], None] = lambda: None,
 ) -> RunCompletion | None:
-    """Run the sandbox while watching the client; None if the client went away."""
+    """Run the sandbox while watching the client; None if the client went away
+    (``on_client_gone`` is called then, before the run is killed)."""
     gone = asyncio.Event()
     drain_timeout = profile.timeout_s + _DRAIN_GRACE_S
 
@@ -90,6 +93,8 @@ async def supervise(
         # Reached normally, on disconnect, and when this handler is cancelled at shutdown.
         watch.cancel()
         if not run.done():
+            if watch.done():
+                on_client_gone()
             run.cancel()
         await asyncio.wait({run, watch})
     if run.cancelled():

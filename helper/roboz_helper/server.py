@@ -48,6 +48,9 @@ from roboz_helper.systemd import notify, take_notify_socket
 log = logging.getLogger("roboz_helper")
 
 _BACKLOG = 1024
+# How long a request waits for the slot of a run whose client went away (being killed; the
+# sandbox's kill takes milliseconds, its retry comes after a second) before it is busy.
+ENDING_RUN_WAIT_S = 2.0
 
 
 # Server settings that belong to the bound socket: a reload cannot change them.
@@ -76,6 +79,9 @@ class HelperServer:
         self.socket_path = socket_path or policy.server.socket
         self._admitted = 0
         self._runs_per_uid: Counter[int] = Counter()
+        # Runs whose client went away, being killed: a slot they hold frees within moments.
+        self._ending_per_uid: Counter[int] = Counter()
+        self._slot_freed: asyncio.Condition | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         self._reloading: asyncio.Task[None] | None = None
         self._reload_again = False
@@ -310,6 +316,28 @@ class HelperServer:
         await send(writer, RunCompletion(status="listed", diagnostic=f"{len(entries)} scripts"))
         record("listed", scripts=len(entries))
 
+    def _slots(self) -> asyncio.Condition:
+        if self._slot_freed is None:
+            self._slot_freed = asyncio.Condition()
+        return self._slot_freed
+
+    async def _notify_slot_freed(self) -> None:
+        async with self._slots():
+            self._slots().notify_all()
+
+    async def _slot_of_an_ending_run(self, uid: int, max_runs: int) -> None:
+        """A client that hangs up and asks again at once finds its old run still being killed
+        (that takes a few milliseconds): wait for that, briefly, rather than answer busy."""
+
+        def free_or_nothing_ending() -> bool:
+            return self._runs_per_uid[uid] < max_runs or not self._ending_per_uid[uid]
+
+        with contextlib.suppress(TimeoutError):
+            async with self._slots():
+                await asyncio.wait_for(
+                    self._slots().wait_for(free_or_nothing_ending), ENDING_RUN_WAIT_S
+                )
+
     async def _run(
         self,
         reader: asyncio.StreamReader,
@@ -320,6 +348,8 @@ class HelperServer:
         peer, profile = client.peer, client.profile
         run_id = runs.new_run_id()
         record = RunRecord(client, runs.request_fields(request), run_id)
+        if self._runs_per_uid[peer.uid] >= client.max_runs and self._ending_per_uid[peer.uid]:
+            await self._slot_of_an_ending_run(peer.uid, client.max_runs)
         if self._runs_per_uid[peer.uid] >= client.max_runs:
             record("busy")
             await send(
@@ -352,8 +382,15 @@ class HelperServer:
             return
 
         self._runs_per_uid[peer.uid] += 1
+        ending = False
+
+        def client_gone() -> None:
+            nonlocal ending
+            ending = True
+            self._ending_per_uid[peer.uid] += 1
+
         try:
-            completion = await supervise(reader, writer, profile, spec)
+            completion = await supervise(reader, writer, profile, spec, client_gone)
         except asyncio.CancelledError:
             record("killed", reason="helper shutting down")
             raise
@@ -361,6 +398,11 @@ class HelperServer:
             self._runs_per_uid[peer.uid] -= 1
             if self._runs_per_uid[peer.uid] <= 0:
                 del self._runs_per_uid[peer.uid]
+            if ending:
+                self._ending_per_uid[peer.uid] -= 1
+                if self._ending_per_uid[peer.uid] <= 0:
+                    del self._ending_per_uid[peer.uid]
+            await self._notify_slot_freed()
             if script_fd is not None:
                 os.close(script_fd)
         if completion is None:

@@ -1,7 +1,9 @@
 """The sandbox's filesystem: a tmpfs root built from explicit, resolved-once binds.
 
-Plan in the parent (pure data, may allocate freely), execute in the forked pid-1 child
-(``build_root``), which is already in fresh mount and pid namespaces:
+Plan in the parent (pure data, may allocate freely); pid 1 (sandbox-init, ``build_root`` in
+init_root.c) executes it in its fresh mount and pid namespaces. The walking and binding
+functions here are the same procedure in Python, used for the zygote's system template
+(``build_template``):
 
 1. Make every mount private (nothing propagates back to the host).
 2. Mount a small tmpfs and ``pivot_root`` into it; the old root stays reachable at ``/oldroot``
@@ -24,7 +26,8 @@ Plan in the parent (pure data, may allocate freely), execute in the forked pid-1
 6. The old root is detached and the tmpfs root remounted read-only.
 
 The script of a script run is copied (from the descriptor the server checked, read once in the
-parent) into /run/roboz/ on the root tmpfs, which then becomes read-only: the run executes
+parent) into /run/roboz/ on the root tmpfs, which then becomes read-only (``finish_root`` in
+init.c): the run executes
 exactly the bytes that were checked, whatever happens to the file afterwards.
 """
 
@@ -55,6 +58,13 @@ ETC_ENTRIES = (
     "profile", "protocols", "python3", "python3.11", "services", "ssl", "terminfo", "timezone",
 )  # fmt: skip
 DEVICES = ("null", "zero", "full", "random", "urandom")
+DEV_LINKS = (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+    ("shm", "/tmp"),
+)
 # Kernel knobs under the fresh /proc that stay read-only even for a (hypothetical) root inside.
 PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "latency_stats", "acpi")
 
@@ -290,72 +300,6 @@ def _symlink(root_fd: int, path: str, target: str, devs: set[int]) -> None:
         os.close(pfd)
 
 
-def build_root(plan: MountPlan, staging: str = "/tmp") -> None:
-    """Run in the child, inside fresh mount+pid namespaces, with CAP_SYS_ADMIN there."""
-    sc.mount(None, "/", None, sc.MS_REC | sc.MS_PRIVATE, None)
-    sc.mount(
-        "tmpfs", staging, "tmpfs", sc.MS_NOSUID | sc.MS_NODEV,
-        f"mode=0755,size={plan.root_size_bytes},nr_inodes=4096",
-    )  # fmt: skip
-    os.chdir(staging)
-    os.mkdir("oldroot", 0o700)
-    sc.pivot_root(".", "oldroot")
-    os.chdir("/")
-    root_fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    old_fd = os.open(OLDROOT, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    devs = {os.fstat(root_fd).st_dev}
-    try:
-        if plan.template is not None:
-            # One clone per top-level entry of the zygote's prepared tree instead of a bind
-            # per system path: /usr, /etc (with its pieces), /dev (with its devices).
-            for name in sorted(os.listdir(OLDROOT + plan.template)):
-                is_dev = name == "dev"
-                attrs = DEV_DIR_ATTRS if is_dev else SYS_ATTRS
-                _bind(old_fd, root_fd, f"{plan.template}/{name}", f"/{name}", attrs, devs,
-                      recursive=not is_dev)  # fmt: skip
-            for path, target in plan.symlinks:
-                if path.count("/") == 1:
-                    _symlink(root_fd, path, target, devs)
-        else:
-            for path, target in plan.symlinks:
-                _symlink(root_fd, path, target, devs)
-            for bind in plan.system:
-                _bind(old_fd, root_fd, bind.path, bind.path, bind.attrs, devs)
-            _build_dev(old_fd, root_fd, devs, "/dev")
-            sc.mount_setattr(-100, "/dev", 0, DEV_DIR_ATTRS)
-        # /tmp first: a workdir below /tmp is then bound inside the private /tmp.
-        os.mkdir("/tmp", 0o1777)
-        sc.mount(
-            "tmpfs", "/tmp", "tmpfs", sc.MS_NOSUID | sc.MS_NODEV,
-            f"mode=1777,size={plan.tmp_size_bytes},nr_inodes={plan.tmp_inodes}",
-        )  # fmt: skip
-        devs.add(os.stat("/tmp").st_dev)
-        for bind in plan.binds:
-            _bind(old_fd, root_fd, bind.path, bind.path, bind.attrs, devs)
-        _build_proc()
-    finally:
-        os.close(old_fd)
-        os.close(root_fd)
-    sc.umount2(OLDROOT, sc.MNT_DETACH)
-    os.rmdir(OLDROOT)
-
-
-def finish_root(plan: MountPlan) -> None:
-    """Per run, after ``build_root`` (possibly ahead of time): the script's copy goes into
-    /run/roboz/, then the root skeleton becomes read-only (binds keep their own attributes)."""
-    if plan.script_path is not None and plan.script_bytes is not None:
-        os.makedirs(os.path.dirname(plan.script_path), 0o755, exist_ok=True)
-        fd = os.open(plan.script_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o555)
-        try:
-            view = memoryview(plan.script_bytes)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-    sc.mount_setattr(-100, "/", 0, SYS_ATTRS)
-    os.chdir(plan.workdir)
-
-
 def _build_dev(old_fd: int, root_fd: int, devs: set[int], where: str) -> None:
     """A tiny tmpfs at ``where`` with the five harmless devices bound in and the usual links."""
     os.mkdir(where, 0o755)
@@ -363,13 +307,7 @@ def _build_dev(old_fd: int, root_fd: int, devs: set[int], where: str) -> None:
     devs.add(os.stat(where).st_dev)
     for name in DEVICES:
         _bind(old_fd, root_fd, f"/dev/{name}", f"{where}/{name}", DEV_ATTRS, devs)
-    for name, target in (
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-        ("shm", "/tmp"),
-    ):
+    for name, target in DEV_LINKS:
         os.symlink(target, f"{where}/{name}")
 
 
@@ -395,23 +333,3 @@ def build_template(where: str) -> None:
         os.close(root_fd)
         os.close(t_fd)
     sc.mount_setattr(-100, where, 0, SYS_ATTRS)
-
-
-def _build_proc() -> None:
-    os.mkdir("/proc", 0o555)
-    sc.mount("proc", "/proc", "proc", sc.MS_NOSUID | sc.MS_NODEV | sc.MS_NOEXEC, None)
-    for name in PROC_READONLY:
-        path = f"/proc/{name}"
-        try:
-            tree = sc.open_tree(
-                -100, path, sc.OPEN_TREE_CLONE | sc.OPEN_TREE_CLOEXEC | sc.AT_RECURSIVE
-            )
-        except FileNotFoundError:
-            continue
-        try:
-            sc.mount_setattr(
-                tree, "", sc.AT_EMPTY_PATH | sc.AT_RECURSIVE, SYS_ATTRS | sc.MOUNT_ATTR_NOEXEC
-            )
-            sc.move_mount(tree, "", -100, path, sc.MOVE_MOUNT_F_EMPTY_PATH)
-        finally:
-            os.close(tree)

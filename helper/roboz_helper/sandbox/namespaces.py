@@ -44,9 +44,3 @@ def enter_pid_namespace(rootless: bool, outer_uid: int, outer_gid: int) -> None:
         map_self(0, 0, outer_uid, outer_gid)
     else:
         sc.unshare(sc.CLONE_NEWPID)
-
-
-def enter_run_user_namespace(uid: int, gid: int) -> None:
-    """Rootless only: nest a user namespace in which this process is uid/gid (not 0)."""
-    sc.unshare(sc.CLONE_NEWUSER)
-    map_self(uid, gid, 0, 0)

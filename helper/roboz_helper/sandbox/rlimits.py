@@ -30,18 +30,3 @@ def killed_by_cpu_hard_limit(cpu_s: float, soft: int) -> bool:
     the precise time we report (a limit of 1 s fires at 0.77-0.99 s): so half the hard limit,
     not the soft one, which a long limit could miss (10 s fires SIGKILL at ~8.5 s under load)."""
     return cpu_s >= cpu_hard_limit(soft) / 2
-
-
-def apply_rlimits(limits: tuple[tuple[int, int, int], ...]) -> None:
-    for res, soft, hard in limits:
-        resource.setrlimit(res, (soft, hard))
-
-
-def lowerable(limits: tuple[tuple[int, int, int], ...]) -> bool:
-    """Whether an unprivileged process (a prepared run process) can set these: none above the
-    current hard limit (RLIM_INFINITY is the largest)."""
-    for res, _soft, hard in limits:
-        current = resource.getrlimit(res)[1]
-        if current != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > current):
-            return False
-    return True

@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import cgroups, child, mounts, network, rlimits, zygote_client
+from . import cgroups, child, mounts, rlimits, transport, zygote_client
 from .seccomp import DENIAL_NOTE
 from .spec import SandboxError, SandboxOutcome, SandboxSpec, validate
 from .support import sandbox_support
@@ -93,7 +93,7 @@ class _Run:
         self.queue: asyncio.Queue[tuple[int, bytes | None]] = asyncio.Queue()
         self.exited = self.loop.create_future()
         # Zygote mode: pid 1 wrote the run's status, which it does only once every other
-        # process of the run has been killed and reaped (child._kill_and_reap_the_rest).
+        # process of the run has been killed and reaped (kill_and_reap_the_rest in init.c).
         self.reported = self.loop.create_future()
         self.early = False  # completed on pid 1's report; pid 1's own exit is awaited later
         self.fds: dict[str, int] = {}
@@ -420,7 +420,12 @@ async def _fork_run(
                 **base,
             )
             try:
-                pid, pidfd = await zygote_client.get().spawn(plan)
+                zygote = zygote_client.get()
+                warm = await zygote.take_warm(transport.shape_key(plan))
+                started = await zygote_client.start_warm(warm, plan) if warm else None
+                if started is not None:
+                    zygote.prepare_next(plan)
+                pid, pidfd = started or await zygote.spawn(plan)
                 return pid, pidfd, False, cgroups.RunCgroup.existing(name)
             except OSError as exc:
                 log.warning("sandbox zygote unavailable, forking the helper: %s", exc)
@@ -455,7 +460,6 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
     script_bytes = mounts.read_script(spec.script_fd) if spec.script_fd is not None else None
     mplan = mounts.plan_mounts(spec, script_bytes)
     exec_path, exec_argv = exec_target(spec, mplan)
-    network.prepare(spec.network)
     rootless = os.geteuid() != 0
     plan_args = {
         "helper_pid": os.getpid(),

@@ -3,8 +3,8 @@
 Why hand-built rather than pyseccomp/libseccomp: the policy is a short deny-list with four
 argument checks on one architecture, which is ~200 BPF instructions we can read in full and
 test directly; building it ourselves keeps the trusted helper free of another ctypes binding,
-the program is assembled once at import (in the parent), and installing it in the forked child
-is one ``seccomp(2)`` call on a ready buffer (no allocation or library state after ``fork``).
+the program is assembled once at import (in the parent) and handed as bytes to sandbox-init,
+which installs it with one ``seccomp(2)`` call in pid 1 and in the run process.
 What libseccomp would add (multi-arch tables, optimised jump trees) we do not need: the filter
 is x86_64-only and kills anything else.
 
@@ -25,7 +25,6 @@ Layout:
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import struct
 
@@ -163,10 +162,5 @@ def build_program() -> list[bytes]:
 
 
 _PROGRAM = build_program()
-_BUFFER = ctypes.create_string_buffer(b"".join(_PROGRAM), len(_PROGRAM) * 8)
+PROGRAM = b"".join(_PROGRAM)  # what sandbox-init installs (init_wire.encode_config)
 INSTRUCTIONS = len(_PROGRAM)
-
-
-def install() -> None:
-    """Install the filter on the calling thread (requires no_new_privs or CAP_SYS_ADMIN)."""
-    sc.seccomp_set_filter(_BUFFER, INSTRUCTIONS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 
+from . import init_wire
 from . import syscalls as sc
 from .namespaces import RUN_NAMESPACES, map_self
 
@@ -60,6 +61,10 @@ def sandbox_support() -> tuple[bool, str]:
         return _cached
     if not _kernel_at_least(5, 12):
         _cached = (False, "needs Linux >= 5.12 (open_tree/move_mount/mount_setattr)")
+        return _cached
+    missing = init_wire.missing()
+    if missing is not None:
+        _cached = (False, missing)
         return _cached
     rootless = os.geteuid() != 0
     error = _probe_namespaces(rootless)

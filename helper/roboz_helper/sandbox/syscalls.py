@@ -25,15 +25,12 @@ _syscall.restype = ctypes.c_long
 NR = {
     "pivot_root": 155,
     "sethostname": 170,
-    "keyctl": 250,
     "unshare": 272,
     "setns": 308,
-    "seccomp": 317,
     "open_tree": 428,
     "move_mount": 429,
     "mount_setattr": 442,
     "close_range": 436,
-    "capset": 126,
 }
 
 # unshare(2) / clone(2) flags.
@@ -67,7 +64,6 @@ MOUNT_ATTR_NODEV = 0x4
 MOUNT_ATTR_NOEXEC = 0x8
 
 # keyctl(2)
-KEYCTL_JOIN_SESSION_KEYRING = 1
 
 
 class _MountAttr(ctypes.Structure):
@@ -149,44 +145,7 @@ def sethostname(name: str) -> None:
     _check(_syscall(NR["sethostname"], raw, ctypes.c_size_t(len(raw))), "sethostname")
 
 
-def join_session_keyring() -> int:
-    """Give the caller a fresh anonymous session keyring (keyctl JOIN_SESSION_KEYRING, NULL)."""
-    res = _syscall(NR["keyctl"], ctypes.c_int(KEYCTL_JOIN_SESSION_KEYRING), None)
-    return _check(res, "keyctl(JOIN_SESSION_KEYRING)")
-
-
-class _SockFprog(ctypes.Structure):
-    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
-
-
-def seccomp_set_filter(prog: ctypes.Array[ctypes.c_char], length: int) -> None:
-    """Install a classic-BPF seccomp filter (SECCOMP_SET_MODE_FILTER, no flags)."""
-    fprog = _SockFprog(length, ctypes.addressof(prog))
-    _check(
-        _syscall(NR["seccomp"], ctypes.c_uint(1), ctypes.c_uint(0), ctypes.byref(fprog)), "seccomp"
-    )
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
-
-
-_LINUX_CAPABILITY_VERSION_3 = 0x20080522
-# Two __user_cap_data_struct {effective, permitted, inheritable}: capabilities 0-31, 32-63.
-_NO_CAPS = (ctypes.c_uint32 * 6)()
-
-
-def capset_clear() -> None:
-    """Empty the caller's effective, permitted and inheritable sets in one capset(2)."""
-    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
-    _check(_syscall(NR["capset"], ctypes.byref(header), ctypes.byref(_NO_CAPS)), "capset")
-
-
 def close_from(lowfd: int) -> None:
     """Close every descriptor >= lowfd (close_range(2); falls back to os.closerange)."""
     if _syscall(NR["close_range"], ctypes.c_uint(lowfd), ctypes.c_uint(0xFFFFFFFF), 0) < 0:
         os.closerange(lowfd, os.sysconf("SC_OPEN_MAX"))
-
-
-def memzero(address: int, size: int) -> None:
-    ctypes.memset(address, 0, size)

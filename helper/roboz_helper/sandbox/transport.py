@@ -1,4 +1,4 @@
-"""The helper <-> zygote <-> warm pid 1 wire: a plan and its descriptors.
+"""The helper <-> zygote wire: a plan and its descriptors.
 
 A ``<u32 length>`` header carrying the plan's descriptors (stdout, stderr, set-up and status
 pipes, cgroup.procs files) as SCM_RIGHTS, then ``length`` bytes of msgspec-encoded
@@ -26,6 +26,8 @@ DECODER = msgspec.msgpack.Decoder(child.ChildPlan)
 
 
 def with_fds(plan: child.ChildPlan, fds: list[int]) -> child.ChildPlan:
+    if not fds and plan.prepare_only:
+        return plan
     return dataclasses.replace(
         plan,
         stdout_w=fds[0],
@@ -44,32 +46,15 @@ def encode_plan(plan: child.ChildPlan) -> bytes:
     return ENCODER.encode(blank)
 
 
-def send_plan(sock: socket.socket, plan: child.ChildPlan) -> None:
-    """Blocking: header with the plan's descriptors attached, then the body."""
-    body = encode_plan(plan)
-    fds = array.array("i", child.plan_fds(plan))
-    sock.sendmsg([HEADER.pack(len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-    sock.sendall(body)
-
-
-def receive_plan(fd: int) -> child.ChildPlan:
-    """Blocking counterpart of ``send_plan`` on a raw descriptor (used by a warm pid 1)."""
-    sock = socket.socket(fileno=fd)
-    try:
-        data, ancdata, _, _ = sock.recvmsg(
-            HEADER.size, socket.CMSG_SPACE(MAX_FDS * 4), socket.MSG_CMSG_CLOEXEC
-        )
-        fds = fds_of(ancdata)
-        if not data:
-            raise EOFError
-        if len(data) < HEADER.size:
-            data += recv_exactly(sock, HEADER.size - len(data))
-        (length,) = HEADER.unpack(data)
-        if length > MAX_PLAN_BYTES:
-            raise ValueError("plan too large")
-        return with_fds(DECODER.decode(recv_exactly(sock, length)), fds)
-    finally:
-        sock.detach()
+def shape_key(plan: child.ChildPlan) -> bytes:
+    """Everything a warm pid 1 has already acted on; runs differing only in argv, env,
+    script, limits enforced later (rlimits, cgroup, deadline, output) share a shape. Which
+    build of the system template its root was cloned from is checked apart (a warm sandbox
+    expires with its build)."""
+    mounts_shape = dataclasses.replace(
+        plan.mounts, script_path=None, script_bytes=None, template=None
+    )
+    return ENCODER.encode((mounts_shape, plan.uid, plan.gid, plan.network, plan.rootless))
 
 
 def fds_of(ancdata: list[tuple[int, int, bytes]]) -> list[int]:

@@ -1,17 +1,19 @@
-"""A small pre-started process that forks the runs (the "zygote").
+"""A small pre-started process that starts the runs' pid 1 (the "zygote").
 
-Why: forking the helper itself costs in proportion to the helper's heap (every page the child
-touches is copied), and the helper is a multi-threaded asyncio program, where ``fork`` is only
-safe because the child keeps to self-contained work. The zygote is started once (lazily, with
-``python -c "...zygote import main; main()"``), imports only this package, freezes its heap
-for the garbage collector and is single-threaded; forking it is cheap and clean. It dies with
-the helper (PDEATHSIG), and its children die with it, so a crashed helper leaves no runs.
+Why: the helper is a multi-threaded asyncio program, and the runs' pid 1 must be started
+from a thread that lives as long as the helper, in a fresh pid namespace each time
+(``unshare``/``setns``, which would disturb the helper's other threads), with a system
+template kept in a mount namespace of its own, and one sandbox prepared ahead of the next
+request. The zygote is started once (lazily, with ``python -c "...zygote import main;
+main()"``), imports only this package and is single-threaded; it spawns sandbox-init (vfork and
+exec, see init_wire.py), so nothing of its heap is copied per run. It dies with the helper
+(PDEATHSIG), and its children die with it, so a crashed helper leaves no runs.
 
 Protocol on a private socketpair (only the helper holds the other end): the helper sends a
 header ``<u32 length>`` carrying the run's descriptors (stdout, stderr, set-up and status
 pipes, cgroup.procs files) as SCM_RIGHTS, then ``length`` bytes of msgspec-encoded
-``ChildPlan``; the zygote forks the run's pid 1 into a fresh pid namespace (``unshare``, fork,
-``setns`` back) and answers ``<i32 pid>`` plus a pidfd of it, or
+``ChildPlan``; the zygote starts the run's pid 1 in a fresh pid namespace (``unshare``,
+spawn, ``setns`` back) and answers ``<i32 pid>`` plus a pidfd of it, or
 ``<i32 -1>`` followed by an error text. Requests are serialised by the helper.
 """
 
@@ -20,19 +22,16 @@ from __future__ import annotations
 import array
 import contextlib
 import dataclasses
-import gc
+import math
 import os
-import select
 import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
-from typing import NoReturn
 
 import prctl
 
-from . import cgroups, child, mounts, network
+from . import cgroups, child, init_wire, mounts
 from . import syscalls as sc
 from .transport import (
     DECODER,
@@ -42,9 +41,8 @@ from .transport import (
     MAX_PLAN_BYTES,
     REPLY,
     fds_of,
-    receive_plan,
     recv_exactly,
-    send_plan,
+    shape_key,
     with_fds,
 )
 
@@ -60,9 +58,6 @@ def _reap(_signum: int = 0, _frame: object = None) -> None:
             return
         if pid == 0:
             return
-        pool = _remove_after_exit.pop(pid, None)
-        if pool is not None:
-            pool.remove()
 
 
 TEMPLATE_AT = "/dev/shm"  # in the zygote's own mount namespace only; never a bind source
@@ -75,7 +70,6 @@ class Template:
     def __init__(self) -> None:
         self.path: str | None = None
         self.built_at = 0.0
-        self.generation = 0  # bumped at each rebuild: part of a warm pid 1's shape
         try:
             # Our own mount namespace, a slave of the host's: host mounts still show up here,
             # nothing we mount shows up there.
@@ -102,100 +96,40 @@ class Template:
             return None
         self.path = TEMPLATE_AT
         self.built_at = time.monotonic()
-        self.generation += 1
         return self.path
 
-
-# A warm pid 1 older than this is thrown away rather than used (its binds were made then).
-WARM_MAX_AGE_S = 10.0
-
-
-@dataclasses.dataclass
-class Warm:
-    """A pid 1 prepared ahead of time for one sandbox shape, waiting on ``ctrl``, sitting in
-    the pooled cgroup ``pool`` (v1) when there is one."""
-
-    key: bytes
-    pid: int
-    pidfd: int
-    ctrl: socket.socket
-    built_at: float
-    pool: cgroups.RunCgroup | None
-
-    def usable(self, key: bytes) -> bool:
-        if key != self.key or time.monotonic() - self.built_at > WARM_MAX_AGE_S:
-            return False
-        readable, _, _ = select.select([self.pidfd], [], [], 0)
-        return not readable  # a readable pidfd: it died while preparing
-
-    def discard(self) -> None:
-        self.ctrl.close()  # EOF: it exits without running anything
-        os.close(self.pidfd)
-        if self.pool is not None:
-            _remove_after_exit[self.pid] = self.pool
+    def expires_at(self) -> float:
+        """When a sandbox cloned from the current build must no longer be used (the build is
+        replaced at the first request after that)."""
+        if self.path is None:
+            return math.inf  # no template: runs bind the system paths themselves
+        return self.built_at + mounts.LAYOUT_TTL_S
 
 
-# Pooled cgroups of discarded warm pids 1, removed once the process has been reaped.
-_remove_after_exit: dict[int, cgroups.RunCgroup] = {}
 _pool_counter = iter(range(1, 1 << 62))
 
 
-def _start_warm(warm: Warm, plan: child.ChildPlan) -> tuple[int, int] | None:
-    """Hand ``plan`` to a usable warm pid 1; None (and the warm one discarded) on failure."""
-    cg: cgroups.RunCgroup | None = None
-    try:
-        if plan.cgroup_name and warm.pool is not None:
-            # Renaming is cheap; joining a v1 cgroup waits for an RCU grace period. pid 1
-            # counts as one process of the run.
-            warm.pool.rename(plan.cgroup_name)
-            warm.pool.set_limits(plan.pids_max + 1, plan.memory_max)
-            warm.pool = None
-            plan = dataclasses.replace(plan, in_cgroup=True)
-        else:
-            plan, cg = _run_cgroup(plan)
-        try:
-            send_plan(warm.ctrl, plan)
-        finally:
-            for fd in plan.cgroup_procs_fds:
-                os.close(fd)
-    except OSError:
-        if cg is not None:
-            cg.remove()
-        warm.discard()
-        return None
-    warm.ctrl.close()
-    return warm.pid, warm.pidfd
-
-
-def shape_key(plan: child.ChildPlan, template_generation: int) -> bytes:
-    """Everything a warm pid 1 has already acted on, including which build of the system
-    template its root was cloned from (a rebuilt template makes every warm pid 1 stale);
-    runs differing only in argv, env, script, limits enforced later (rlimits, cgroup,
-    deadline, output) share a shape."""
-    mounts_shape = dataclasses.replace(plan.mounts, script_path=None, script_bytes=None)
-    return ENCODER.encode(
-        (mounts_shape, plan.uid, plan.gid, plan.network, plan.rootless, template_generation)
-    )
-
-
 class Forker:
-    """Forks pid 1 of a new pid namespace: ``unshare(CLONE_NEWPID)``, fork, ``setns`` back
-    (so that the following fork gets a fresh namespace again)."""
+    """Starts pid 1 of a new pid namespace: ``unshare(CLONE_NEWPID)``, spawn sandbox-init,
+    ``setns`` back (so that the following spawn gets a fresh namespace again)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reset_signals: tuple[int, ...]) -> None:
         self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         # Children get the read end; we hold the write end for life (EOF = we are gone).
         self.alive_r, self._alive_w = os.pipe2(os.O_CLOEXEC)
+        self.reset_signals = reset_signals
 
-    def fork(self, body: Callable[[], NoReturn]) -> tuple[int, int]:
-        # No reaping between fork and pidfd_open, so the pid cannot be recycled meanwhile.
+    def spawn(
+        self, config: bytes, ctrl: int, report_fd: int = -1, pool_fds: tuple[int, ...] = ()
+    ) -> tuple[int, int]:
+        # No reaping between the spawn and pidfd_open, so the pid cannot be recycled meanwhile.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         try:
             sc.unshare(sc.CLONE_NEWPID)
             try:
-                pid = os.fork()
-                if pid == 0:
-                    body()
+                pid = init_wire.spawn(
+                    config, ctrl, self.alive_r, report_fd, pool_fds, self.reset_signals
+                )
             finally:
                 sc.setns(self.own_pidns, sc.CLONE_NEWPID)
             return pid, os.pidfd_open(pid)
@@ -203,27 +137,45 @@ class Forker:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
 
     def cold(self, plan: child.ChildPlan) -> tuple[int, int]:
-        return self.fork(lambda: child.stage_b(plan, self.alive_r))
+        """A pid 1 built for this request, handed it at once (its failures before that go to
+        the request's set-up pipe)."""
+        config = init_wire.encode_config(plan, prepare_run=False, report=True, pool=0)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            pid, pidfd = self.spawn(config, theirs.fileno(), report_fd=plan.setup_w)
+        finally:
+            theirs.close()
+        try:
+            with contextlib.suppress(OSError):  # it died building the root, and said why
+                init_wire.send_request(ours, plan)
+        finally:
+            ours.close()
+        return pid, pidfd
 
-    def warm(self, plan: child.ChildPlan, key: bytes) -> Warm:
+    def warm(
+        self, plan: child.ChildPlan
+    ) -> tuple[int, int, socket.socket, cgroups.RunCgroup | None]:
+        """A pid 1 prepared for ``plan``'s shape (pid, pidfd, its request socket, its pooled
+        cgroup), to be handed to the helper."""
         pool = None
         if plan.cgroup_name:
             be = cgroups.backend()
             if be is not None and be.version == 1:
+                # The limits of this request, which the next one of its shape most likely
+                # has too (the helper then leaves them): pid 1 counts as one process of the
+                # run, and nothing in the pool forks before a run is handed over.
                 pool = cgroups.RunCgroup.create_named(
-                    f"{cgroups.owner_tag()}pool-{next(_pool_counter)}", 2, plan.memory_max
+                    f"{cgroups.owner_tag()}pool-{next(_pool_counter)}",
+                    plan.pids_max + 1,
+                    plan.memory_max,
                 )
         pool_fds = tuple(pool.open_procs_fds()) if pool is not None else ()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        shape = dataclasses.replace(
-            plan, stdout_w=-1, stderr_w=-1, setup_w=-1, status_w=-1, cgroup_procs_fds=()
+        config = init_wire.encode_config(
+            plan, prepare_run=bool(pool_fds), report=False, pool=len(pool_fds)
         )
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            pid, pidfd = self.fork(
-                lambda: child.stage_b_warm(
-                    shape, self.alive_r, theirs.fileno(), receive_plan, send_plan, pool_fds
-                )
-            )
+            pid, pidfd = self.spawn(config, theirs.fileno(), pool_fds=pool_fds)
         except BaseException:
             if pool is not None:
                 pool.remove()
@@ -232,7 +184,7 @@ class Forker:
             theirs.close()
             for fd in pool_fds:
                 os.close(fd)
-        return Warm(key, pid, pidfd, ours, time.monotonic(), pool)
+        return pid, pidfd, ours, pool
 
 
 def _run_cgroup(plan: child.ChildPlan) -> tuple[child.ChildPlan, cgroups.RunCgroup | None]:
@@ -246,18 +198,49 @@ def _run_cgroup(plan: child.ChildPlan) -> tuple[child.ChildPlan, cgroups.RunCgro
     return dataclasses.replace(plan, cgroup_procs_fds=tuple(cg.open_procs_fds())), cg
 
 
-def serve(sock: socket.socket) -> None:
-    """The zygote's loop: one request, one pid 1, one reply. pid 1's exit (observed through
-    the pidfd by the helper) means every process of the run is gone.
+def _offer(sock: socket.socket, forker: Forker, plan: child.ChildPlan, template: Template) -> None:
+    """After each reply: a warm pid 1 of the request's shape for the helper to hand the next
+    request of that shape to directly (an empty offer when there is none). The helper checks
+    that the shape is the same, that it is not too old and that the system template it was
+    cloned from is still current (``expires_at``), so that a sandbox whose inputs changed is
+    never used; it owns the pooled cgroup from then on."""
+    made = None
+    if POOL:
+        with contextlib.suppress(OSError):
+            made = forker.warm(plan)
+    if made is None:
+        sock.sendall(HEADER.pack(0))
+        return
+    pid, pidfd, ctrl, pool = made
+    try:
+        pool_name = os.path.basename(next(iter(pool.dirs.values()))) if pool is not None else ""
+        body = ENCODER.encode(
+            (
+                shape_key(plan),
+                pid,
+                pool_name,
+                plan.pids_max + 1,
+                plan.memory_max,
+                time.monotonic(),
+                template.expires_at(),
+            )
+        )
+        fds = array.array("i", [pidfd, ctrl.fileno()])
+        sock.sendmsg([HEADER.pack(len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+        sock.sendall(body)
+    finally:
+        os.close(pidfd)
+        ctrl.close()  # EOF for it if the helper never got its copy
 
-    Pool: after each request the zygote prepares a warm pid 1 (namespaces and root built)
-    for the same shape, so that the next request with that shape only has to hand it the
-    run's plan and descriptors. At most one is kept; another shape or age discards it."""
+
+def serve(sock: socket.socket) -> None:
+    """The zygote's loop: one request, one pid 1, one reply, one offer. pid 1's exit (observed
+    through the pidfd by the helper) means every process of the run is gone. A request the
+    helper could give to a warm pid 1 it holds never reaches the zygote."""
     me = os.getpid()
     reset_signals = child.signals_to_reset()  # the zygote's dispositions never change
-    forker = Forker()
+    forker = Forker(reset_signals)
     template = Template()
-    warm: Warm | None = None
     while True:
         try:
             # MSG_CMSG_CLOEXEC: received descriptors must not survive the run's exec.
@@ -266,10 +249,11 @@ def serve(sock: socket.socket) -> None:
             )
         except InterruptedError:
             continue
+        except ConnectionError:  # the helper went away with an offer unread
+            return
         if not data:
             return
         fds = fds_of(ancdata)
-        key = b""
         plan: child.ChildPlan | None = None
         try:
             if len(data) < HEADER.size:
@@ -284,27 +268,19 @@ def serve(sock: socket.socket) -> None:
                 reset_signals=reset_signals,
                 mounts=dataclasses.replace(plan.mounts, template=template.current()),
             )
-            network.prepare(plan.network)
-            key = shape_key(plan, template.generation)
-            started: tuple[int, int] | None = None
-            if warm is not None:
-                if warm.usable(key):
-                    started = _start_warm(warm, plan)
-                else:
-                    warm.discard()
-                warm = None
-            if started is None:
-                cold_plan, cg = _run_cgroup(plan)
-                try:
-                    started = forker.cold(cold_plan)
-                except BaseException:
-                    if cg is not None:
-                        cg.remove()
-                    raise
-                finally:
-                    for fd in cold_plan.cgroup_procs_fds:
-                        os.close(fd)
-            pid, pidfd = started
+            if plan.prepare_only:
+                _offer(sock, forker, plan, template)
+                continue
+            cold_plan, cg = _run_cgroup(plan)
+            try:
+                pid, pidfd = forker.cold(cold_plan)
+            except BaseException:
+                if cg is not None:
+                    cg.remove()
+                raise
+            finally:
+                for fd in cold_plan.cgroup_procs_fds:
+                    os.close(fd)
             try:
                 sock.sendmsg(
                     [REPLY.pack(pid)],
@@ -321,9 +297,10 @@ def serve(sock: socket.socket) -> None:
             for fd in fds:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        if plan is not None and POOL:
-            with contextlib.suppress(OSError):
-                warm = forker.warm(plan, key)
+        if plan is None:
+            sock.sendall(HEADER.pack(0))
+        else:
+            _offer(sock, forker, plan, template)
 
 
 def main() -> None:
@@ -339,8 +316,6 @@ def main() -> None:
         # Pooled cgroups (named after the zygote) of zygotes that died before this one.
         # Only pools, and briefly: run cgroups are the helper's business at its start-up.
         cgroups.reclaim_stale(pools_only=True, timeout_s=0.5)
-    gc.collect()
-    gc.freeze()  # children never walk (and so never copy) the zygote's heap
     serve(sock)
 
 

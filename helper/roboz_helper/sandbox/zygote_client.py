@@ -1,5 +1,6 @@
 """The helper's handle on its zygote (see zygote.py): started on first use, restarted if it
-died, one request at a time.
+died, one request at a time; and the warm pid 1 the zygote offered after its last reply,
+which the next request of the same shape is handed to directly (one hop instead of two).
 
 Nothing here blocks the helper's event loop on the zygote: the plan (up to a 4 MiB script)
 is sent as the socket accepts it and the reply awaited, and a dead zygote is reaped in a
@@ -12,14 +13,118 @@ from __future__ import annotations
 import array
 import asyncio
 import contextlib
+import dataclasses
 import os
+import select
 import socket
 import subprocess
 import sys
+import time
+from typing import Any
 
-from . import child
+import msgspec
+
+from . import cgroups, child, init_wire
 from .child import plan_fds
 from .transport import HEADER, REPLY, encode_plan
+
+# A warm pid 1 older than this is thrown away rather than used (its binds were made then).
+WARM_MAX_AGE_S = 10.0
+_OFFER = msgspec.msgpack.Decoder(tuple[bytes, int, str, int, int, float, float])
+
+
+@dataclasses.dataclass
+class Warm:
+    """A pid 1 prepared by the zygote for one sandbox shape, waiting on ``ctrl`` (non-blocking
+    here), sitting in the pooled cgroup ``pool`` (v1) when there is one; used once at most."""
+
+    key: bytes
+    pid: int
+    pidfd: int
+    ctrl: socket.socket
+    built_at: float
+    expires_at: float  # its system template's build is replaced then
+    pool: cgroups.RunCgroup | None
+    pool_limits: tuple[int, int]  # (pids.max, memory limit) the pool was made with
+
+    def usable(self, key: bytes) -> bool:
+        now = time.monotonic()
+        if key != self.key or now - self.built_at > WARM_MAX_AGE_S or now >= self.expires_at:
+            return False
+        readable, _, _ = select.select([self.pidfd], [], [], 0)
+        return not readable  # a readable pidfd: it died while preparing
+
+    def discard(self, loop: asyncio.AbstractEventLoop) -> None:
+        """EOF on its socket: it exits without running anything; its pooled cgroup is
+        removed once it is gone."""
+        self.ctrl.close()
+        removal = loop.run_in_executor(None, _remove_when_gone, self.pidfd, self.pool)
+        _reaping.add(removal)
+        removal.add_done_callback(_reaping.discard)
+
+
+def _remove_when_gone(pidfd: int, pool: cgroups.RunCgroup | None) -> None:
+    try:
+        select.select([pidfd], [], [], 5.0)
+    finally:
+        os.close(pidfd)
+    if pool is not None:
+        pool.kill_all(5.0)
+        pool.remove()
+
+
+async def start_warm(warm: Warm, plan: child.ChildPlan) -> tuple[int, int] | None:
+    """Hand ``plan`` to ``warm`` (usable for it): the pooled cgroup gets the run's name and
+    limits (renaming is cheap; joining a v1 cgroup waits for an RCU grace period), then the
+    request goes to pid 1. (pid, pidfd), or None (and the warm one discarded) on failure."""
+    loop = asyncio.get_running_loop()
+    pool_names = dict(warm.pool.dirs) if warm.pool is not None else {}
+    made: cgroups.RunCgroup | None = None
+    try:
+        if plan.cgroup_name and warm.pool is not None:
+            warm.pool.rename(plan.cgroup_name)
+            limits = (plan.pids_max + 1, plan.memory_max)  # pid 1 counts as one process
+            if limits != warm.pool_limits:
+                warm.pool.set_limits(*limits)
+            plan = dataclasses.replace(plan, in_cgroup=True)
+        elif plan.cgroup_name:
+            made = cgroups.RunCgroup.create_named(plan.cgroup_name, plan.pids_max, plan.memory_max)
+            if made is None:
+                raise OSError("no usable cgroup hierarchy")
+            plan = dataclasses.replace(plan, cgroup_procs_fds=tuple(made.open_procs_fds()))
+        try:
+            await _send_request(loop, warm.ctrl, plan)
+        finally:
+            for fd in plan.cgroup_procs_fds:
+                os.close(fd)
+    except OSError:
+        if made is not None:
+            made.remove()
+        if warm.pool is not None and warm.pool.dirs != pool_names:
+            with contextlib.suppress(OSError):  # back to its pool name, to be removed as such
+                for ctrl, d in warm.pool.dirs.items():
+                    os.rename(d, pool_names[ctrl])
+                warm.pool.dirs = pool_names
+        warm.discard(loop)
+        return None
+    warm.ctrl.close()
+    return warm.pid, warm.pidfd
+
+
+async def _send_request(
+    loop: asyncio.AbstractEventLoop, sock: socket.socket, plan: child.ChildPlan
+) -> None:
+    """``init_wire.send_request`` without blocking the loop."""
+    body = init_wire.encode_request(plan)
+    header = HEADER.pack(len(body))
+    fds = array.array("i", plan_fds(plan))
+    while True:
+        try:
+            sent = sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            break
+        except BlockingIOError:
+            await _ready(loop, sock, writable=True)
+    await loop.sock_sendall(sock, header[sent:] + body)
 
 
 class Zygote:
@@ -30,6 +135,8 @@ class Zygote:
         self.sock: socket.socket | None = None
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
+        self.warm: Warm | None = None
+        self._offers_due = 0  # every reply is followed by an offer (maybe empty)
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -56,6 +163,10 @@ class Zygote:
         self.sock = ours
 
     def _stop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._offers_due = 0
+        if self.warm is not None:
+            self.warm.discard(loop)
+            self.warm = None
         if self.sock is not None:
             self.sock.close()
             self.sock = None
@@ -72,6 +183,70 @@ class Zygote:
             self._lock = asyncio.Lock()
             self._lock_loop = loop
         return self._lock
+
+    async def take_warm(self, key: bytes) -> Warm | None:
+        """The zygote's last offer if it is usable for ``key`` (else it is discarded)."""
+        loop = asyncio.get_running_loop()
+        async with self._lock_for(loop):
+            if self.sock is None or self.proc is None or self.proc.poll() is not None:
+                return None
+            try:
+                await self._collect_offers(loop, self.sock)
+            except (EOFError, OSError):
+                self._stop(loop)
+                return None
+            warm, self.warm = self.warm, None
+        if warm is not None and not warm.usable(key):
+            warm.discard(loop)
+            warm = None
+        return warm
+
+    async def _collect_offers(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        """Read the offers due (the last one is kept, older ones discarded)."""
+        while self._offers_due:
+            data, fds = await self._recv(loop, sock, HEADER.size)
+            self._offers_due -= 1
+            (n,) = HEADER.unpack(data)
+            if n == 0:
+                for fd in fds:
+                    os.close(fd)
+                continue
+            body, more = await self._recv(loop, sock, n)
+            fds += more
+            if len(fds) != 2:
+                for fd in fds:
+                    os.close(fd)
+                raise OSError("the sandbox zygote sent a broken offer")
+            key, pid, pool_name, pids, memory, built_at, expires_at = _OFFER.decode(body)
+            ctrl = socket.socket(fileno=fds[1])
+            ctrl.setblocking(False)
+            pool = cgroups.RunCgroup.existing(pool_name) if pool_name else None
+            if self.warm is not None:
+                self.warm.discard(loop)
+            self.warm = Warm(key, pid, fds[0], ctrl, built_at, expires_at, pool, (pids, memory))
+
+    def prepare_next(self, plan: child.ChildPlan) -> None:
+        """Ask for a warm pid 1 of ``plan``'s shape for the next request (its offer is read
+        then). Only when the zygote is idle: a request under way brings an offer anyway. The
+        request is small and the socket idle, so it is sent at once, without awaiting."""
+        loop = asyncio.get_running_loop()
+        if self.sock is None or self._lock_for(loop).locked():
+            return
+        mounts = dataclasses.replace(plan.mounts, script_path=None, script_bytes=None)
+        shape = dataclasses.replace(plan, mounts=mounts, prepare_only=True, cgroup_procs_fds=())
+        body = encode_plan(shape)
+        message = HEADER.pack(len(body)) + body
+        try:
+            sent = self.sock.send(message)
+        except BlockingIOError:
+            return
+        except OSError:
+            self._stop(loop)
+            return
+        if sent != len(message):
+            self._stop(loop)  # half a request: the stream is unusable, start afresh
+            return
+        self._offers_due += 1
 
     async def spawn(self, plan: child.ChildPlan) -> tuple[int, int]:
         """Fork the run's pid 1 in the zygote: (pid, pidfd). Retries once on a dead zygote;
@@ -95,8 +270,10 @@ class Zygote:
     ) -> tuple[int, int]:
         assert self.sock is not None
         sock = self.sock
+        await self._collect_offers(loop, sock)  # the stream must be at a reply's start
         await self._send(loop, sock, plan)
         data, anc = await self._recv(loop, sock, REPLY.size)
+        self._offers_due += 1
         (pid,) = REPLY.unpack(data)
         if pid < 0:
             (n,) = HEADER.unpack((await self._recv(loop, sock, HEADER.size))[0])
@@ -113,7 +290,7 @@ class Zygote:
     async def _send(
         loop: asyncio.AbstractEventLoop, sock: socket.socket, plan: child.ChildPlan
     ) -> None:
-        """``transport.send_plan`` without blocking: the header carries the descriptors."""
+        """The plan without blocking: the header carries the descriptors."""
         body = encode_plan(plan)
         header = HEADER.pack(len(body))
         fds = array.array("i", plan_fds(plan))
@@ -154,7 +331,7 @@ _ENTRY = "from roboz_helper.sandbox.zygote import main; main()"
 
 
 # Reaping of stopped zygotes in progress (kept referenced until done).
-_reaping: set[asyncio.Future[int]] = set()
+_reaping: set[asyncio.Future[Any]] = set()
 
 
 async def _ready(loop: asyncio.AbstractEventLoop, sock: socket.socket, writable: bool) -> None:

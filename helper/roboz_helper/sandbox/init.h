@@ -1,0 +1,61 @@
+/* sandbox-init: what init.c (pid 1, the run process) and init_root.c (the root) share. */
+#ifndef ROBOZ_SANDBOX_INIT_H
+#define ROBOZ_SANDBOX_INIT_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+
+struct mount_attr_arg {
+    uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+
+/* A failed step: what (a path, a call or a refusal) and errno (0: none); see why(). */
+extern const char *failed_what;
+extern int failed_errno;
+int fail(const char *what);
+
+#define CHECK(call, what)                                                                  \
+    do {                                                                                   \
+        if ((call) < 0) return fail(what);                                                 \
+    } while (0)
+
+struct link {
+    char *path, *target;
+};
+
+struct bind_spec {
+    char *path;
+    uint64_t attrs;
+};
+
+/* mounts.MountPlan plus the layout constants, as sent by init_wire.encode_config. */
+struct root_plan {
+    char *template; /* "" when runs bind every system path themselves */
+    char *hostname;
+    int loopback;
+    uint64_t root_size, tmp_size, tmp_inodes;
+    uint64_t sys_attrs, dev_attrs, dev_dir_attrs;
+    uint32_t nsymlinks, nsystem, nbinds, ndevices, ndev_links, nproc_ro;
+    struct link *symlinks, *dev_links;
+    struct bind_spec *system, *binds;
+    char **devices, **proc_ro;
+};
+
+/* Namespaces (mount, net, ipc, uts), loopback, the root filesystem, the hostname. */
+int prepare_root(const struct root_plan *plan);
+
+#endif

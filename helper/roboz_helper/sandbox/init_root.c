@@ -1,0 +1,331 @@
+/* sandbox-init, first part: the run's namespaces and root filesystem (see mounts.py for the
+ * scheme and why every step is done this way; this is the same procedure, run in pid 1).
+ *
+ * Sources are opened component by component with O_PATH|O_NOFOLLOW (a symlink anywhere is an
+ * error), cloned with open_tree, given their attributes while detached (mount_setattr) and
+ * attached with move_mount onto a target opened the same way; mount points are created only
+ * inside the sandbox's own tmpfs mounts. Failures set failed_what/failed_errno (see init.h).
+ */
+#include "init.h"
+
+#include <dirent.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef OPEN_TREE_CLONE /* older C libraries: the kernel's values */
+#define OPEN_TREE_CLONE 1
+#define MOVE_MOUNT_F_EMPTY_PATH 0x4
+#define MOVE_MOUNT_T_EMPTY_PATH 0x40
+#define MOUNT_ATTR_NOEXEC 0x8
+#endif
+#define AT_RECURSIVE_FLAG 0x8000
+#define OLDROOT "/oldroot"
+
+static char message[700]; /* a refusal's text (no errno) */
+
+static int refuse(const char *fmt, const char *a, const char *b) {
+    snprintf(message, sizeof message, fmt, a, b);
+    errno = 0;
+    return fail(message);
+}
+
+static int mount_setattr_fd(int dirfd, const char *path, unsigned flags, uint64_t set) {
+    struct mount_attr_arg attr = {set, 0, 0, 0};
+    return (int)syscall(SYS_mount_setattr, dirfd, path, flags, &attr, sizeof attr);
+}
+
+/* ---------------------------------------------------------------- walking ---------------- */
+
+#define MAX_DEVS 64
+struct devs {
+    dev_t dev[MAX_DEVS];
+    int n;
+};
+
+static void add_dev(struct devs *d, dev_t dev) {
+    if (d->n < MAX_DEVS) d->dev[d->n++] = dev;
+}
+
+static int own_dev(const struct devs *d, dev_t dev) {
+    for (int i = 0; i < d->n; i++)
+        if (d->dev[i] == dev) return 1;
+    return 0;
+}
+
+/* mounts._walk: ``path`` (absolute) under ``root_fd``, one component at a time, refusing
+ * "."/".." and symlinks; ``create`` (a mount point's walk) makes missing components, only
+ * inside our own tmpfs mounts (``devs``), the last one a file unless ``is_dir``. */
+static int walk(int root_fd, const char *path, const char *refused, const struct devs *create,
+                int is_dir) {
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    int fd = dup(root_fd);
+    if (fd < 0) return fail("dup");
+    char *save = NULL;
+    for (char *part = strtok_r(copy, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+        int last = save == NULL || *save == 0;
+        if (strcmp(part, ".") == 0 || strcmp(part, "..") == 0) {
+            close(fd);
+            return refuse("path '%s' contains '%s'", path, part);
+        }
+        int nfd = openat(fd, part, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (nfd < 0 && errno == ENOENT && create) {
+            struct stat st;
+            if (fstat(fd, &st) < 0 || !own_dev(create, st.st_dev)) {
+                close(fd);
+                return refuse("mount point '%s' does not exist inside an earlier bind%s", path, "");
+            }
+            int made;
+            if (last && !is_dir) {
+                made = openat(fd, part, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+                if (made >= 0) close(made);
+            } else {
+                made = mkdirat(fd, part, 0755);
+            }
+            if (made < 0) {
+                int saved = errno;
+                close(fd);
+                errno = saved;
+                return fail(path);
+            }
+            nfd = openat(fd, part, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        }
+        int saved = errno;
+        close(fd);
+        if (nfd < 0) {
+            errno = saved;
+            return fail(path);
+        }
+        fd = nfd;
+        struct stat st;
+        if (fstat(fd, &st) < 0) return fail(path);
+        if (S_ISLNK(st.st_mode)) {
+            close(fd);
+            return refuse("refusing to %s a symlink at '%s'", refused, path);
+        }
+    }
+    return fd;
+}
+
+/* mounts._bind: clone ``src`` (under src_root), set ``attrs`` while detached, attach at
+ * ``dst`` (under dst_root, created inside our own mounts if missing). */
+static int bind_into(int src_root, int dst_root, const char *src, const char *dst, uint64_t attrs,
+                const struct devs *devs, int recursive) {
+    int src_fd = walk(src_root, src, "follow", NULL, 0);
+    if (src_fd < 0) return -1;
+    struct stat st;
+    if (fstat(src_fd, &st) < 0) {
+        close(src_fd);
+        return fail(src);
+    }
+    int tree = (int)syscall(SYS_open_tree, src_fd, "",
+                            OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE_FLAG);
+    int saved = errno;
+    close(src_fd);
+    errno = saved;
+    if (tree < 0) return fail("open_tree");
+    int rc = -1;
+    if (mount_setattr_fd(tree, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE_FLAG : 0), attrs) <
+        0) {
+        fail("mount_setattr");
+    } else {
+        int dst_fd = walk(dst_root, dst, "mount over", devs, S_ISDIR(st.st_mode));
+        if (dst_fd >= 0) {
+            if (syscall(SYS_move_mount, tree, "", dst_fd, "",
+                        MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                fail("move_mount");
+            else
+                rc = 0;
+            close(dst_fd);
+        }
+    }
+    close(tree);
+    return rc;
+}
+
+static int make_symlink(int root_fd, const char *path, const char *target,
+                        const struct devs *devs) {
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (!slash) return refuse("bad symlink path '%s'%s", path, "");
+    const char *name = path + (slash - parent) + 1;
+    if (slash == parent)
+        parent[1] = 0;
+    else
+        *slash = 0;
+    int pfd = walk(root_fd, parent, "mount over", devs, 1);
+    if (pfd < 0) return -1;
+    int rc = symlinkat(target, pfd, name);
+    int saved = errno;
+    close(pfd);
+    errno = saved;
+    return rc < 0 ? fail(path) : 0;
+}
+
+/* ---------------------------------------------------------------- the pieces ------------- */
+
+/* mounts._build_dev: a tiny tmpfs with the harmless devices bound in and the usual links. */
+static int build_dev(const struct root_plan *p, int old_fd, int root_fd, struct devs *devs) {
+    CHECK(mkdir("/dev", 0755), "/dev");
+    CHECK(mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k"), "/dev");
+    struct stat st;
+    CHECK(stat("/dev", &st), "/dev");
+    add_dev(devs, st.st_dev);
+    char src[300], dst[300];
+    for (uint32_t i = 0; i < p->ndevices; i++) {
+        snprintf(src, sizeof src, "/dev/%s", p->devices[i]);
+        snprintf(dst, sizeof dst, "/dev/%s", p->devices[i]);
+        if (bind_into(old_fd, root_fd, src, dst, p->dev_attrs, devs, 1) < 0) return -1;
+    }
+    for (uint32_t i = 0; i < p->ndev_links; i++) {
+        snprintf(dst, sizeof dst, "/dev/%s", p->dev_links[i].path);
+        CHECK(symlink(p->dev_links[i].target, dst), "/dev");
+    }
+    return 0;
+}
+
+/* mounts._build_proc: a fresh procfs with the kernel knobs read-only. */
+static int build_proc(const struct root_plan *p) {
+    CHECK(mkdir("/proc", 0555), "/proc");
+    CHECK(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "/proc");
+    char path[300];
+    for (uint32_t i = 0; i < p->nproc_ro; i++) {
+        snprintf(path, sizeof path, "/proc/%s", p->proc_ro[i]);
+        int tree = (int)syscall(SYS_open_tree, AT_FDCWD, path,
+                                OPEN_TREE_CLONE | O_CLOEXEC | AT_RECURSIVE_FLAG);
+        if (tree < 0 && errno == ENOENT) continue;
+        if (tree < 0) return fail(path);
+        int bad = mount_setattr_fd(tree, "", AT_EMPTY_PATH | AT_RECURSIVE_FLAG,
+                                   p->sys_attrs | MOUNT_ATTR_NOEXEC) < 0 ||
+                  syscall(SYS_move_mount, tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0;
+        int saved = errno;
+        close(tree);
+        errno = saved;
+        if (bad) return fail(path);
+    }
+    return 0;
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The system part from the zygote's prepared tree: one clone per top-level entry. */
+static int clone_template(const struct root_plan *p, int old_fd, int root_fd,
+                          struct devs *devs) {
+    char where[4200];
+    snprintf(where, sizeof where, OLDROOT "%s", p->template);
+    DIR *dir = opendir(where);
+    if (!dir) return fail(where);
+    char *names[64];
+    int n = 0;
+    for (struct dirent *e; (e = readdir(dir)) && n < 64;)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) names[n++] = strdup(e->d_name);
+    closedir(dir);
+    qsort(names, (size_t)n, sizeof *names, by_name);
+    char src[4300], dst[300];
+    for (int i = 0; i < n; i++) {
+        int is_dev = strcmp(names[i], "dev") == 0;
+        snprintf(src, sizeof src, "%s/%s", p->template, names[i]);
+        snprintf(dst, sizeof dst, "/%s", names[i]);
+        if (bind_into(old_fd, root_fd, src, dst, is_dev ? p->dev_dir_attrs : p->sys_attrs, devs,
+                 !is_dev) < 0)
+            return -1;
+    }
+    for (uint32_t i = 0; i < p->nsymlinks; i++) {
+        const char *path = p->symlinks[i].path;
+        if (strchr(path + 1, '/') == NULL && make_symlink(root_fd, path, p->symlinks[i].target,
+                                                          devs) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int system_binds(const struct root_plan *p, int old_fd, int root_fd, struct devs *devs) {
+    for (uint32_t i = 0; i < p->nsymlinks; i++)
+        if (make_symlink(root_fd, p->symlinks[i].path, p->symlinks[i].target, devs) < 0)
+            return -1;
+    for (uint32_t i = 0; i < p->nsystem; i++)
+        if (bind_into(old_fd, root_fd, p->system[i].path, p->system[i].path, p->system[i].attrs,
+                 devs, 1) < 0)
+            return -1;
+    if (build_dev(p, old_fd, root_fd, devs) < 0) return -1;
+    CHECK(mount_setattr_fd(AT_FDCWD, "/dev", 0, p->dev_dir_attrs), "/dev");
+    return 0;
+}
+
+/* mounts.build_root, in fresh mount+pid namespaces, with CAP_SYS_ADMIN there. */
+static int build_root(const struct root_plan *p) {
+    char opts[200];
+    CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "making mounts private");
+    snprintf(opts, sizeof opts, "mode=0755,size=%llu,nr_inodes=4096",
+             (unsigned long long)p->root_size);
+    CHECK(mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts), "root tmpfs");
+    CHECK(chdir("/tmp"), "/tmp");
+    CHECK(mkdir("oldroot", 0700), "oldroot");
+    CHECK(syscall(SYS_pivot_root, ".", "oldroot"), "pivot_root");
+    CHECK(chdir("/"), "/");
+    int root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int old_fd = open(OLDROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0 || old_fd < 0) return fail("opening the roots");
+    struct devs devs = {{0}, 0};
+    struct stat st;
+    CHECK(fstat(root_fd, &st), "/");
+    add_dev(&devs, st.st_dev);
+    int rc = p->template[0] ? clone_template(p, old_fd, root_fd, &devs)
+                            : system_binds(p, old_fd, root_fd, &devs);
+    if (rc == 0) {
+        /* /tmp first: a workdir below /tmp is then bound inside the private /tmp. */
+        snprintf(opts, sizeof opts, "mode=1777,size=%llu,nr_inodes=%llu",
+                 (unsigned long long)p->tmp_size, (unsigned long long)p->tmp_inodes);
+        if (mkdir("/tmp", 01777) < 0 || mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
+                                              opts) < 0 || stat("/tmp", &st) < 0)
+            rc = fail("/tmp");
+        else
+            add_dev(&devs, st.st_dev);
+    }
+    for (uint32_t i = 0; rc == 0 && i < p->nbinds; i++)
+        rc = bind_into(old_fd, root_fd, p->binds[i].path, p->binds[i].path, p->binds[i].attrs, &devs,
+                  1);
+    if (rc == 0) rc = build_proc(p);
+    close(old_fd);
+    close(root_fd);
+    if (rc < 0) return -1;
+    CHECK(umount2(OLDROOT, MNT_DETACH), "umount oldroot");
+    CHECK(rmdir(OLDROOT), "rmdir oldroot");
+    return 0;
+}
+
+/* network.loopback: lo up in the run's own namespace (SIOCSIFFLAGS, as ip link set up). */
+static int loopback_up(void) {
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return fail("socket");
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+    int rc = ioctl(s, SIOCGIFFLAGS, &ifr);
+    if (rc == 0) {
+        ifr.ifr_flags |= IFF_UP;
+        rc = ioctl(s, SIOCSIFFLAGS, &ifr);
+    }
+    int saved = errno;
+    close(s);
+    errno = saved;
+    return rc < 0 ? fail("bringing lo up") : 0;
+}
+
+int prepare_root(const struct root_plan *p) {
+    CHECK(unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare");
+    if (p->loopback && loopback_up() < 0) return -1;
+    if (build_root(p) < 0) return -1;
+    CHECK(sethostname(p->hostname, strlen(p->hostname)), "sethostname");
+    return 0;
+}

@@ -1,0 +1,149 @@
+"""The Python side of ``sandbox-init`` (init.c, init_root.c): where the program is, the
+configuration and request it reads, and how it is started.
+
+A run's pid 1 is ``sandbox-init`` itself, spawned (vfork and exec: nothing of the parent's
+heap is copied) by the zygote, or by the helper's set-up child in direct mode, right after
+``unshare(CLONE_NEWPID)``. It makes the namespaces and builds the root from the mount plan in
+its configuration, then waits for its request; see init.c for why and for the formats.
+"""
+
+from __future__ import annotations
+
+import array
+import fcntl
+import os
+import socket
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import mounts, namespaces, seccomp
+
+if TYPE_CHECKING:
+    from .child import ChildPlan
+
+BINARY = Path(__file__).with_name("sandbox-init")
+MISSING = (
+    f"the sandbox's init program {BINARY} is missing or not executable: it is compiled from "
+    "init.c when roboz-helper is installed (needs gcc), so reinstall it "
+    "(pip install './helper[daemon]', or scripts/setup.sh in a clone)"
+)
+CTRL_FD, CONFIG_FD, ALIVE_FD, REPORT_FD, POOL_FD = 3, 4, 5, 6, 7
+_HEADER = struct.Struct("<I")
+_U32 = struct.Struct("<I")
+_LIMIT = struct.Struct("<IQQ")
+_U64_MASK = (1 << 64) - 1  # RLIM_INFINITY is -1 in Python, all ones on the wire
+
+
+def missing() -> str | None:
+    """Why runs cannot start here, if the program is not installed; None when it is."""
+    return None if os.access(BINARY, os.X_OK) else MISSING
+
+
+def _blob(data: bytes) -> bytes:
+    return _U32.pack(len(data)) + data
+
+
+def _strs(items: Sequence[str]) -> bytes:
+    return _U32.pack(len(items)) + b"".join(_blob(os.fsencode(x)) for x in items)
+
+
+def _links(items: Sequence[tuple[str, str]]) -> bytes:
+    parts = [_U32.pack(len(items))]
+    parts += [_blob(os.fsencode(a)) + _blob(os.fsencode(b)) for a, b in items]
+    return b"".join(parts)
+
+
+def _binds(items: Sequence[mounts.Bind]) -> bytes:
+    parts = [_U32.pack(len(items))]
+    parts += [_blob(os.fsencode(b.path)) + _U32.pack(b.attrs) for b in items]
+    return b"".join(parts)
+
+
+def encode_config(plan: ChildPlan, prepare_run: bool, report: bool, pool: int) -> bytes:
+    """What pid 1 is built for: identity, the seccomp filter, the mount plan (without the
+    script, which comes with the request), whether it reports set-up failures on the
+    request's set-up pipe, how many pooled cgroup.procs files it joins."""
+    m = plan.mounts
+    loopback = plan.network == "loopback"
+    flags = struct.pack("<IIBBBBI", plan.uid, plan.gid, plan.rootless, prepare_run, report,
+                        loopback, pool)  # fmt: skip
+    return b"".join(
+        (
+            b"RZI2",
+            flags,
+            _blob(os.fsencode(m.workdir)),
+            _U32.pack(seccomp.INSTRUCTIONS),
+            seccomp.PROGRAM,
+            _blob(namespaces.HOSTNAME.encode()),
+            _blob(os.fsencode(m.template or "")),
+            struct.pack("<QQQ", m.root_size_bytes, m.tmp_size_bytes, m.tmp_inodes),
+            struct.pack("<III", mounts.SYS_ATTRS, mounts.DEV_ATTRS, mounts.DEV_DIR_ATTRS),
+            _links(m.symlinks),
+            _binds(m.system),
+            _binds(m.binds),
+            _strs(mounts.DEVICES),
+            _links(mounts.DEV_LINKS),
+            _strs(mounts.PROC_READONLY),
+        )
+    )
+
+
+def encode_request(plan: ChildPlan) -> bytes:
+    parts = [bytes([plan.in_cgroup]), _U32.pack(len(plan.rlimits))]
+    parts += [
+        _LIMIT.pack(res, soft & _U64_MASK, hard & _U64_MASK) for res, soft, hard in plan.rlimits
+    ]
+    parts.append(_blob(os.fsencode(plan.exec_path)))
+    parts.append(_U32.pack(len(plan.exec_argv)))
+    parts += [_blob(os.fsencode(arg)) for arg in plan.exec_argv]
+    parts.append(_U32.pack(len(plan.env)))
+    parts += [_blob(os.fsencode(f"{k}={v}")) for k, v in plan.env.items()]
+    script_path = plan.mounts.script_path
+    if script_path is not None and plan.mounts.script_bytes is not None:
+        parts += [_blob(os.fsencode(script_path)), _blob(plan.mounts.script_bytes)]
+    return b"".join(parts)
+
+
+def send_request(sock: socket.socket, plan: ChildPlan) -> None:
+    """Blocking: the header with the plan's descriptors attached, then the request."""
+    body = encode_request(plan)
+    fds = array.array("i", (plan.stdout_w, plan.stderr_w, plan.setup_w, plan.status_w,
+                            *plan.cgroup_procs_fds))  # fmt: skip
+    sock.sendmsg([_HEADER.pack(len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+    sock.sendall(body)
+
+
+def spawn(
+    config: bytes,
+    ctrl: int,
+    alive_r: int,
+    report_fd: int,
+    pool_fds: tuple[int, ...],
+    reset_signals: tuple[int, ...],
+) -> int:
+    """Start sandbox-init (its pid): vfork and exec, with the request socket, its
+    configuration, the alive pipe, the set-up pipe and the pooled cgroup.procs files at the
+    descriptors it expects, default signal dispositions, an empty mask and environment."""
+    memfd = os.memfd_create("sandbox-init-config", os.MFD_CLOEXEC)
+    high: list[int] = []
+    try:
+        view = memoryview(config)
+        while view:
+            view = view[os.write(memfd, view) :]
+        sources = {CTRL_FD: ctrl, CONFIG_FD: memfd, ALIVE_FD: alive_r}
+        if report_fd >= 0:
+            sources[REPORT_FD] = report_fd
+        sources.update({POOL_FD + i: fd for i, fd in enumerate(pool_fds)})
+        actions = []
+        for target, fd in sources.items():  # copied above the targets first: no clobbering
+            high.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, POOL_FD + len(sources)))
+            actions.append((os.POSIX_SPAWN_DUP2, high[-1], target))
+        return os.posix_spawn(
+            BINARY, ["sandbox-init"], {}, file_actions=actions, setsigdef=reset_signals,
+            setsigmask=(),
+        )  # fmt: skip
+    finally:
+        for fd in (memfd, *high):
+            os.close(fd)
