@@ -3,12 +3,20 @@
 Runs for wheels and for editable installs (``uv sync`` in a clone, ``pip install -e``), so
 the program is always next to the module that executes it (init_wire.BINARY). Statically
 linked when the C library allows it, so that nothing of a sandbox's /usr is loaded into its
-pid 1. Needs gcc and the C library's headers (scripts/setup.sh installs them)."""
+pid 1. Needs gcc and the C library's headers (scripts/setup.sh installs them).
+
+The library installs roboz-helper too, for its wire protocol alone, on any platform and often
+without a compiler; so where there is no Linux or no compiler the wheel is built without the
+program (a warning says so) and the daemon refuses to start, naming what is missing and how
+to reinstall. ROBOZ_HELPER_REQUIRE_INIT=1 makes that a build error instead (the daemon's own
+install should set it); a compiler that fails on Linux is always an error."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +32,15 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         root = Path(self.root)
         sources, target = [str(root / s) for s in SOURCES], root / TARGET
         cc = shutil.which("cc") or shutil.which("gcc")
-        if cc is None:
-            raise RuntimeError(
-                "roboz-helper needs a C compiler to build sandbox-init (apt-get install gcc)"
+        if cc is None or not sys.platform.startswith("linux"):
+            why = "no C compiler (apt-get install gcc)" if cc is None else "not Linux"
+            if os.environ.get("ROBOZ_HELPER_REQUIRE_INIT") == "1":
+                raise RuntimeError(f"roboz-helper cannot build sandbox-init: {why}")
+            self.app.display_warning(
+                f"roboz-helper: sandbox-init not built ({why}); the protocol works, the "
+                "daemon will refuse to start until it is reinstalled with a compiler"
             )
+            return
         attempts = [[cc, *FLAGS, "-static", "-o", str(target), *sources],
                     [cc, *FLAGS, "-o", str(target), *sources]]  # fmt: skip
         errors = []

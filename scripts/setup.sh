@@ -11,7 +11,8 @@ versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(3.11 3.13)
 
 # rg and gio are guarded file commands, bwrap is the sandbox benchmark's baseline, and
-# python-prctl compiles against the libcap headers; the store suite starts throwaway PostgreSQL
+# python-prctl compiles against the libcap headers and roboz-helper's build compiles sandbox-init
+# (static: gcc and libc6-dev); the store suite starts throwaway PostgreSQL
 # clusters (initdb, pg_ctl) to run against the PostgreSQL store as well as SQLite.
 need_apt=()
 command -v rg >/dev/null || need_apt+=(ripgrep)
@@ -19,6 +20,7 @@ command -v gio >/dev/null || need_apt+=(libglib2.0-bin)
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 [ -f /usr/include/sys/capability.h ] || need_apt+=(libcap-dev)
 command -v gcc >/dev/null || need_apt+=(gcc)
+compgen -G "/usr/lib/*/libc.a" >/dev/null || need_apt+=(libc6-dev)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
@@ -66,5 +68,5 @@ for v in "${versions[@]}"; do
         echo "setup: replacing $venv (not made by uv)"
         rm -rf "$venv"
     fi
-    UV_PROJECT_ENVIRONMENT=$venv "${uv_cmd[@]}" sync --quiet --locked --dev --python "$py"
+    ROBOZ_HELPER_REQUIRE_INIT=1 UV_PROJECT_ENVIRONMENT=$venv "${uv_cmd[@]}" sync --quiet --locked --dev --python "$py"
 done

@@ -1,1 +1,1 @@
-"""The SafeScripts helper daemon: a small trusted base (msgspec, pyroute2, prctl, stdlib)."""
+"""The SafeScripts helper daemon: a small trusted base (msgspec, prctl, stdlib, sandbox-init)."""

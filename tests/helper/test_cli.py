@@ -114,7 +114,7 @@ def test_serve_exits_130_after_sigint_and_0_after_sigterm(needs_root: None) -> N
 
 
 def test_serve_without_the_daemon_extra_says_what_to_install(tmp_path: Path) -> None:
-    # A library-only install has roboz-helper without prctl and pyroute2.
+    # A library-only install has roboz-helper without prctl.
     for name in ("scripts", "work"):
         (tmp_path / name).mkdir(mode=0o755)
         (tmp_path / name).chmod(0o755)

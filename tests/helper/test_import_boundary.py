@@ -1,5 +1,5 @@
-"""helper/ is the trusted computing base: it imports the standard library, msgspec, prctl,
-pyroute2 and itself, nothing else. An allowlist, so a new dependency is a decision, not an
+"""helper/ is the trusted computing base: it imports the standard library, msgspec, prctl
+and itself, nothing else. An allowlist, so a new dependency is a decision, not an
 accident; and roboz_helper.protocol, which the library imports, needs msgspec alone."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 HELPER = Path(__file__).resolve().parents[2] / "helper" / "roboz_helper"
-ALLOWED = frozenset({"msgspec", "prctl", "pyroute2", "roboz_helper"})
+ALLOWED = frozenset({"msgspec", "prctl", "roboz_helper"})
 # What those packages load themselves: prctl's C extension; msgspec uses typing_extensions
 # when it is installed.
 ALLOWED_TRANSITIVELY = frozenset({"_prctl", "typing_extensions"})

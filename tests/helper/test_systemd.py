@@ -237,7 +237,10 @@ def test_the_guide_installs_only_the_helper_with_commands_that_exist() -> None:
     # The system Python has no RoboZ; the guide uses the installed environment or `roboz`.
     assert "python3 -c" not in guide
     assert "roboz[helper]" not in guide
-    assert "sudo /opt/roboz/venv/bin/pip install './helper[daemon]'" in guide
+    assert (
+        "sudo ROBOZ_HELPER_REQUIRE_INIT=1 /opt/roboz/venv/bin/pip install './helper[daemon]'"
+        in guide
+    )
     assert "sudo /opt/roboz/venv/bin/roboz-helper install-units\n" in guide
     assert "sudo systemctl enable --now roboz-helper.socket\n" in guide
     subcommands = next(

@@ -37,7 +37,7 @@ def test_the_library_needs_only_the_protocol_and_the_daemon_is_an_extra() -> Non
     assert [d.split(">")[0] for d in dependencies] == ["msgspec"]
     extras = helper["optional-dependencies"]
     assert isinstance(extras, dict)
-    assert sorted(d.split(">")[0] for d in extras["daemon"]) == ["pyroute2", "python-prctl"]
+    assert sorted(d.split(">")[0] for d in extras["daemon"]) == ["python-prctl"]
     library = project(ROOT / "pyproject.toml")
     # The old `helper` extra is gone; the library's extras are optional features only.
     extras = sorted(library.get("optional-dependencies", {}))  # type: ignore[call-overload]

@@ -114,10 +114,10 @@ def serve(
 
     Ctrl-C stops it; the exit code is then 130, as for every interrupted command.
     """
-    missing = [name for name in ("prctl", "pyroute2") if importlib.util.find_spec(name) is None]
+    missing = [name for name in ("prctl",) if importlib.util.find_spec(name) is None]
     if missing:
         raise CliError(
-            f"the helper daemon needs {' and '.join(missing)}, which come with "
+            f"the helper daemon needs {' and '.join(missing)}, which comes with "
             "roboz-helper[daemon]: pip install './helper[daemon]' from a RoboZ clone"
         )
     argv = [sys.executable, "-m", "roboz_helper", "serve", "--policy", str(policy)]
