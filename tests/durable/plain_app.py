@@ -83,7 +83,7 @@ def plain_run(run_id: str, steps: int) -> str:
     return run_id
 
 
-@DBOS.step()
+@DBOS.step(retries_allowed=True, max_attempts=20, interval_seconds=0.5, backoff_rate=1.5)
 def effect(run_id: str, index: int) -> None:
     key = f"{DBOS.workflow_id}:{DBOS.step_id}"
     me, pid = runs.executor_id, os.getpid()

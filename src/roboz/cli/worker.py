@@ -6,9 +6,11 @@ under a stable executor id, beats in PostgreSQL and resumes the runs of workers 
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import logging
 import os
+import signal
 import sys
 import threading
 from typing import Annotated, Any
@@ -118,6 +120,8 @@ def worker(
         raise CliUsageError(f"--queue is {queue!r} but {app} serves queue {runs.queue!r}")
     if concurrency is not None:
         runs.worker_concurrency = concurrency
+    # `kill -USR1 PID` prints every thread's stack: what a stuck worker is waiting for.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         serving = Worker(
