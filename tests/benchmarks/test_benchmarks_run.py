@@ -37,3 +37,15 @@ def test_postgres_benchmark_prints_both_stores(postgres_cluster: object) -> None
     assert done.returncode == 0, done.stderr
     for figure in ("append_message: postgres", "append then delta_since:", "4 writers"):
         assert figure in done.stdout
+
+
+def test_durable_benchmark_prints_the_overheads(postgres_cluster: object) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "bench_durable", "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    for figure in ("per round: in memory", "progress=False", "a pure tool saves", "empty DBOS"):
+        assert figure in done.stdout

@@ -14,7 +14,7 @@ from roboz.agent.client_tools import (
     client_tools,
 )
 from roboz.agent.current import use_agent
-from roboz.agent.drivers import AsyncDriver, SyncDriver, drive
+from roboz.agent.drivers import AsyncDriver, DriverFactory, SyncDriver, drive
 from roboz.agent.errors import AgentConfigurationError, AgentRunError
 from roboz.agent.goals import GoalCheck, GoalKeeper, declare
 from roboz.agent.graph import ToolGraph
@@ -345,7 +345,7 @@ class Agent:
         self,
         thread_id: str,
         results: Mapping[str, Any],
-        driver: type[SyncDriver] | type[AsyncDriver],
+        driver: DriverFactory,
         cancel: threading.Event,
     ) -> tuple[Stop, list[Message]] | ClientToolTurn:
         if self.store is None:
@@ -403,7 +403,7 @@ class Agent:
     async def _run(
         self,
         messages: list[Message] | None,
-        driver: type[SyncDriver] | type[AsyncDriver],
+        driver: DriverFactory,
         cancel: threading.Event,
         thread_id: str | None = None,
         request: RunRequest | None = None,
@@ -463,7 +463,7 @@ class Agent:
     async def _run_turn(
         self,
         conversation: list[Message],
-        driver: type[SyncDriver] | type[AsyncDriver],
+        driver: DriverFactory,
         cancel: threading.Event,
         turn: Turn,
         request: RunRequest,
@@ -487,7 +487,7 @@ class Agent:
     async def _run_on(
         self,
         conversation: list[Message],
-        driver: type[SyncDriver] | type[AsyncDriver],
+        driver: DriverFactory,
         cancel: threading.Event,
         *,
         offered: Sequence[Tool] = (),

@@ -168,6 +168,8 @@ class AsyncDriver:
 
 
 Driver = SyncDriver | AsyncDriver
+DriverFactory = Callable[[threading.Event], Driver]
+"""Makes a run's driver from its cancel event: a driver class, or e.g. a durable run's own."""
 
 
 class _LoopThread:

@@ -2,6 +2,8 @@
 
 A PostgreSQL thread store never changes its schema itself (many processes on many hosts share
 it); this command does, once, before agents or workers start. Running it again is harmless.
+With ``roboz[durable]`` installed it also prepares the tables of durable runs (DBOS's system
+and datasource tables, see ``roboz.durable.schema``), unless ``--no-durable``.
 """
 
 from __future__ import annotations
@@ -21,12 +23,25 @@ URL_HELP = (
     "postgresql://roboz@db.internal/roboz or 'host=/run/postgresql dbname=roboz'."
 )
 SCHEMA_HELP = "The PostgreSQL schema that holds RoboZ's tables."
+DURABLE_HELP = (
+    "Also create or upgrade the tables of durable runs (DBOS's, schema dbos); the default "
+    "when roboz[durable] is installed."
+)
+
+
+def _durable_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("dbos") is not None
 
 
 @app.command("migrate")
 def migrate(
     url: Annotated[str, typer.Option("--url", help=URL_HELP, envvar="ROBOZ_THREADS_URL")],
     schema: Annotated[str, typer.Option("--schema", help=SCHEMA_HELP)] = "roboz",
+    durable: Annotated[
+        bool | None, typer.Option("--durable/--no-durable", help=DURABLE_HELP)
+    ] = None,
 ) -> None:
     """Create the thread schema, or migrate it to this RoboZ's version (idempotent)."""
     try:
@@ -39,6 +54,11 @@ def migrate(
         raise CliUsageError(str(error)) from error
     if not schema.isidentifier() or schema != schema.lower():
         raise CliUsageError(f"--schema must be a plain lower-case SQL name, not {schema!r}")
+    if durable is None:
+        durable = _durable_installed()
+    if durable:
+        _migrate_durable(url, schema)
+        return
     try:
         where, before, after = migrate_database(url, schema=schema)
     except (ThreadStoreError, SchemaVersionError) as error:
@@ -47,3 +67,16 @@ def migrate(
         typer.echo(f"{where}, schema {schema}: already at thread schema version {after}")
     else:
         typer.echo(f"{where}, schema {schema}: thread schema version {before} -> {after}")
+
+
+def _migrate_durable(url: str, schema: str) -> None:
+    try:
+        from roboz.durable import DurableError, migrate
+    except ImportError as error:
+        raise CliError(f"{error}; install roboz[durable]") from error
+    try:
+        lines = migrate(url, schema=schema)
+    except DurableError as error:
+        raise CliError(str(error)) from error
+    for line in lines:
+        typer.echo(line)

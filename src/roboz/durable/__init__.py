@@ -1,23 +1,64 @@
 """Durable agent runs: each turn of a thread is a DBOS workflow whose state lives in PostgreSQL.
 
-Install ``roboz[durable]`` (DBOS 3 and psycopg). Documentation grows with the implementation.
+Install ``roboz[durable]`` (DBOS 3 and psycopg 3) and prepare the database once::
+
+    roboz threads migrate --url postgresql://roboz@db/roboz   # threads + DBOS tables
+
+A worker process serves agents (``DurableRuns.launch``); anything else enqueues turns with a
+:class:`DurableClient` and follows them through a :class:`RunHandle`::
+
+    runs = DurableRuns(url, agents=[helper], application_version="2026-12-01")
+    runs.launch(executor_id="host-a:roboz:0")      # a worker, e.g. under `roboz worker`
+
+    client = DurableClient(url)
+    handle = client.enqueue("helper", "summarize my inbox", thread_id="t1", turn=7)
+    handle.result(timeout=120).output              # the turn's Stop
+
+What durability means here, part by part:
+
+- A turn is one DBOS workflow, id ``"<thread_id>/<turn>"`` (``client``); enqueueing the same
+  id again returns the existing run, with a different input it raises WorkflowConflictError.
+- Every LLM call (each repair attempt too) and every tool call is a recorded step
+  (``driver``); a resumed turn replays recorded results and continues where it stopped.
+  Steps are at least once: a step in flight when its worker died runs again. Tools with
+  external effects pass :func:`idempotency_key` (``"<workflow_id>:<step_id>"``) to the
+  other side so the effect happens once; ``@tool(pure=True)`` tools run inline, no step.
+- Thread writes are exactly once (``conversation``): each batch of messages is a DBOS
+  datasource transaction, the rows and the step's record committed together, at sequence
+  numbers fixed by the turn and inserted only if absent. The conversation a turn works on is
+  the one recorded by its first step, never the thread re-read on resume.
+- ``ask_user`` waits durably (DBOS ``set_event``/``recv``): ``RunHandle.question()`` and
+  ``RunHandle.answer(text)`` (``workflow``).
+- The queue is partitioned by thread with one turn per thread at a time; ``worker_concurrency``
+  and ``concurrency`` bound turns per worker and overall (``runs``).
+- A database that is unreachable, lacks the schema, or has a newer one is refused in one
+  line naming the server and what to run (``schema``); :func:`migrate` prepares it.
+
+DBOS is one runtime per process: launch one DurableRuns per process.
 """
 
 from __future__ import annotations
 
-from roboz.durable.client import DurableClient, RunHandle
+from roboz.durable.client import DurableClient, RunHandle, workflow_id
+from roboz.durable.driver import StepFailedError
 from roboz.durable.errors import DurableError, DurableSchemaError, WorkflowConflictError
 from roboz.durable.keys import idempotency_key
 from roboz.durable.runs import DurableRuns
 from roboz.durable.schema import migrate
+from roboz.durable.workflow import Question, TurnFailedError, TurnResult
 
 __all__ = [
     "DurableClient",
     "DurableError",
     "DurableRuns",
     "DurableSchemaError",
+    "Question",
     "RunHandle",
+    "StepFailedError",
+    "TurnFailedError",
+    "TurnResult",
     "WorkflowConflictError",
     "idempotency_key",
     "migrate",
+    "workflow_id",
 ]

@@ -1,32 +1,180 @@
-"""``DurableClient``: enqueue turns without being a worker (DBOSClient underneath)."""
+"""``DurableClient``: enqueue turns and follow them without being a worker.
+
+The client talks to DBOS's system tables only (``DBOSClient``): it runs no agent and needs no
+agent objects, so a web server can enqueue turns that workers on other hosts run.
+
+A turn's workflow id is ``"<thread_id>/<turn>"``. Pass ``turn`` (a number or any request id
+of your own, e.g. the id of the HTTP request) to make a retried request safe: enqueueing the
+same thread and turn again returns the run already there, and doing so with another agent or
+input raises :class:`~roboz.durable.WorkflowConflictError`. Without ``turn`` the client
+numbers the thread's turns itself (1, 2, ...), which a retry cannot recognize.
+
+``ask_user`` reaches the client as a question on the run's handle::
+
+    handle = client.enqueue("helper", "book me a table", thread_id="t1", turn=1)
+    question = handle.question(timeout=30)     # Question(number=0, text="For how many?")
+    handle.answer("four")                      # delivered once, even when sent twice
+    handle.result(timeout=60)                  # TurnResult(..., output=Stop(...))
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from roboz.durable._urls import describe_server, redacted, sqlalchemy_url
+from roboz.durable.errors import DurableError, WorkflowConflictError
+from roboz.durable.schema import DBOS_SCHEMA, check
+from roboz.durable.workflow import ANSWER_TOPIC, QUESTION_EVENT, WORKFLOW, Question, TurnResult
+
+_THREAD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+_TURN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+def workflow_id(thread_id: str, turn: int | str) -> str:
+    """The workflow id of ``thread_id``'s turn ``turn``."""
+    if not isinstance(thread_id, str) or _THREAD_ID.fullmatch(thread_id) is None:
+        raise ValueError(
+            f"thread_id {thread_id!r}: use 1-128 letters, digits, '_', '.', ':' or '-', "
+            "starting with a letter or digit"
+        )
+    if isinstance(turn, bool) or not isinstance(turn, int | str) or not _TURN.fullmatch(str(turn)):
+        raise ValueError(f"turn {turn!r}: a number or 1-128 letters, digits, '_', '.', ':', '-'")
+    return f"{thread_id}/{turn}"
 
 
 class RunHandle:
-    """One durable turn: its workflow id, its status, its result."""
+    """One durable turn: its workflow id, status, result, and questions to the user."""
 
-    def __init__(self, workflow_id: str) -> None:
+    def __init__(self, client: DurableClient, workflow_id: str, handle: Any) -> None:
+        self._client = client
         self.workflow_id = workflow_id
+        self._handle = handle
 
-    def result(self, timeout: float | None = None) -> Any:
-        raise NotImplementedError
+    def result(self, timeout: float | None = None) -> TurnResult:
+        """Wait for the turn (up to ``timeout`` seconds) and return its result; a failed turn
+        raises TurnFailedError, a turn still running after ``timeout`` TimeoutError."""
+        if timeout is None:
+            return self._handle.get_result()
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.status()
+            if status in ("SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+                return self._handle.get_result()
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"turn {self.workflow_id!r} still {status} after {timeout} s")
+            time.sleep(0.05)
 
     def status(self) -> str:
-        raise NotImplementedError
+        """DBOS's status of the turn: ENQUEUED, PENDING, SUCCESS, ERROR, CANCELLED, ..."""
+        return str(self._handle.get_status().status)
+
+    def question(self, timeout: float = 0.0) -> Question | None:
+        """The question the turn waits on the user for, if any (waiting up to ``timeout``)."""
+        found = self._client.dbos.get_event(self.workflow_id, QUESTION_EVENT, timeout)
+        return found if isinstance(found, Question) else None
+
+    def answer(self, text: str) -> None:
+        """Answer the question the turn waits on; a repeated answer to it is delivered once."""
+        question = self.question()
+        if question is None:
+            raise DurableError(f"turn {self.workflow_id!r} is not waiting for the user")
+        key = f"{self.workflow_id}:answer:{question.number}"
+        self._client.dbos.send(self.workflow_id, text, ANSWER_TOPIC, key)
 
 
 class DurableClient:
-    """Enqueues turns on a queue that workers (``DurableRuns.launch``) serve."""
+    """Enqueues turns on ``queue``, which workers (``DurableRuns.launch``) serve.
 
-    def __init__(self, url: str, *, queue: str = "roboz") -> None:
+    ``application_version`` pins the version of workers that may run the turns it enqueues
+    (None: the latest version any worker registered).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        queue: str = "roboz",
+        application_version: str | None = None,
+        schema: str = "roboz",
+    ) -> None:
+        from dbos import DBOSClient
+
         self.url = url
         self.queue = queue
+        self.application_version = application_version
+        self.where = check(url, schema=schema)
+        dbos_url = sqlalchemy_url(url)
+        try:
+            self.dbos = DBOSClient(
+                system_database_url=dbos_url,
+                dbos_system_schema=DBOS_SCHEMA,
+                application_name="roboz",
+            )
+        except Exception as error:
+            text = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise DurableError(
+                f"cannot use {describe_server(url)}: {text.replace(dbos_url, redacted(url))}"
+            ) from None
 
-    def enqueue(self, agent: str, input: str, *, thread_id: str) -> RunHandle:
-        raise NotImplementedError
+    def enqueue(
+        self, agent: str, input: str, *, thread_id: str, turn: int | str | None = None
+    ) -> RunHandle:
+        """Queue ``agent``'s turn on ``thread_id`` with the user's message ``input``."""
+        from dbos import EnqueueOptions
+
+        if turn is None:
+            turn = self._next_turn(thread_id)
+        wid = workflow_id(thread_id, turn)
+        options: EnqueueOptions = {
+            "workflow_name": WORKFLOW,
+            "queue_name": self.queue,
+            "workflow_id": wid,
+            "queue_partition_key": thread_id,
+        }
+        if self.application_version is not None:
+            options["app_version"] = self.application_version
+        handle: Any = self.dbos.enqueue(options, agent, input, thread_id)  # pyright: ignore[reportUnknownVariableType]
+        self._check_same(wid, (agent, input, thread_id))
+        return RunHandle(self, wid, handle)
+
+    def retrieve(self, workflow_id: str) -> RunHandle:
+        """The handle of a turn enqueued earlier (by any client)."""
+        return RunHandle(self, workflow_id, self.dbos.retrieve_workflow(workflow_id))
+
+    def _next_turn(self, thread_id: str) -> int:
+        prefix = workflow_id(thread_id, 0)[:-1]
+        found = self.dbos.list_workflows(
+            workflow_id_prefix=prefix, load_input=False, load_output=False
+        )
+        numbers = [
+            int(w.workflow_id[len(prefix) :])
+            for w in found
+            if w.workflow_id[len(prefix) :].isdigit()
+        ]
+        return max(numbers, default=0) + 1
+
+    def _check_same(self, wid: str, given: tuple[str, str, str]) -> None:
+        found = self.dbos.list_workflows(workflow_ids=[wid], load_input=True, load_output=False)
+        if not found:
+            return
+        held = found[0].input
+        args = tuple(held.get("args", ())) if isinstance(held, dict) else ()
+        if args != given:
+            agent, text = ((*args, "?", "?"))[:2]
+            raise WorkflowConflictError(
+                f"turn {wid!r} already exists for agent {agent!r} with input {str(text)[:60]!r}; "
+                f"this request asks agent {given[0]!r} with input {given[1][:60]!r}: use another "
+                "turn id for a new turn"
+            )
 
     def close(self) -> None:
-        return None
+        self.dbos.destroy()
+
+    def __enter__(self) -> DurableClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

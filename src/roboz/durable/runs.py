@@ -1,14 +1,59 @@
-"""``DurableRuns``: the agents a worker process serves, and its DBOS launch."""
+"""``DurableRuns``: the agents a worker serves, and the process's DBOS launch.
+
+DBOS is one runtime per process, so a process launches one DurableRuns at most. ``launch``
+checks the database first (``roboz.durable.schema.check``: one clear line when it is not
+ready), then starts DBOS with the given executor id and the pinned application version, and
+registers the queue:
+
+- partitioned by thread with one turn per partition at a time, so turns of one thread never
+  overlap, on this worker or any other, and run in the order they were enqueued;
+- ``worker_concurrency`` turns at most on this process, ``concurrency`` on all workers.
+
+Executor ids and versions matter for recovery. DBOS's ``launch`` resumes only the pending
+turns of its own executor id and application version, so a worker restarted under the same
+id finishes what it was running; a dead worker's turns are resumed by another worker through
+``DBOS.resume_workflow`` (``roboz.durable.recovery``). Two live processes must never share an
+executor id (each would re-run the other's steps). Pin ``application_version`` across a
+deployment: a turn is only resumed by workers of the version that started it.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from roboz.agent import Agent
+from roboz.agent.errors import AgentConfigurationError
+from roboz.durable._urls import sqlalchemy_url
+from roboz.durable.conversation import Row
+from roboz.durable.errors import DurableError
+from roboz.durable.workflow import Host, Started, set_host
+from roboz.models import Message
+from roboz.threads.record import AgentThreadStatus
+
+
+def default_version() -> str:
+    from importlib.metadata import version
+
+    return f"roboz-{version('roboz')}"
+
+
+def _raw(session: Any) -> Any:
+    """The psycopg connection under a datasource transaction's SQLAlchemy session."""
+    return session.connection().connection.driver_connection
 
 
 class DurableRuns:
-    """The agents whose turns run durably on ``queue``; ``launch`` makes this process a worker."""
+    """The agents whose turns run durably on ``queue``; ``launch`` makes this process a worker.
+
+    ``url`` is the PostgreSQL database (a libpq URL or conninfo string) holding the thread
+    store (schema ``schema``) and DBOS's tables; prepare it once with ``roboz threads migrate
+    --url URL``. ``ask_timeout_s`` bounds how long a turn waits for the user's answer to
+    ``ask_user`` (the wait is durable: it survives restarts). ``polling_interval_s`` is how
+    often a worker looks for queued turns. ``progress`` writes a turn's new messages to the
+    thread before each tool call, so readers follow the turn as it runs; ``False`` writes them
+    once at the end (and before ``ask_user``), saving a transaction per tool call.
+    """
 
     def __init__(
         self,
@@ -19,16 +64,140 @@ class DurableRuns:
         application_version: str | None = None,
         worker_concurrency: int | None = None,
         concurrency: int | None = None,
+        schema: str = "roboz",
+        ask_timeout_s: float = 24 * 3600.0,
+        polling_interval_s: float = 1.0,
+        progress: bool = True,
     ) -> None:
         self.url = url
-        self.agents = {agent.name: agent for agent in agents}
+        self.agents: dict[str, Agent] = {}
+        for agent in agents:
+            if agent.name in self.agents:
+                raise AgentConfigurationError(f"two agents are named {agent.name!r}")
+            if agent.user_io is not None:
+                raise AgentConfigurationError(
+                    f"agent {agent.name!r}: a durable turn asks its user through the run "
+                    "(RunHandle.question/answer); give the agent no user_io"
+                )
+            self.agents[agent.name] = agent
         self.queue = queue
-        self.application_version = application_version or "roboz-0"
+        self.application_version = application_version or default_version()
         self.worker_concurrency = worker_concurrency
         self.concurrency = concurrency
+        self.schema = schema
+        self.ask_timeout_s = ask_timeout_s
+        self.polling_interval_s = polling_interval_s
+        self.progress = progress
+        self.executor_id: str | None = None
+        self._datasource: Any = None
 
-    def launch(self, *, executor_id: str) -> None:
-        raise NotImplementedError
+    # -- the worker ----------------------------------------------------------------------------
 
-    def shutdown(self) -> None:
-        raise NotImplementedError
+    def launch(self, *, executor_id: str, log_level: str = "WARNING") -> None:
+        """Start DBOS in this process as worker ``executor_id`` of ``queue``; pending turns of
+        this executor id and version resume at once."""
+        from dbos import DBOS, DBOSConfig, SQLAlchemyDatasource
+
+        from roboz.durable import workflow
+        from roboz.durable.schema import DBOS_SCHEMA, check
+
+        if self.executor_id is not None:
+            raise DurableError(f"these DurableRuns are already launched as {self.executor_id!r}")
+        check(self.url, schema=self.schema)
+        dbos_url = sqlalchemy_url(self.url)
+        config: DBOSConfig = {
+            "name": "roboz",
+            "system_database_url": dbos_url,
+            "dbos_system_schema": DBOS_SCHEMA,
+            "application_version": self.application_version,
+            "executor_id": executor_id,
+            "run_migrations": False,
+            "log_level": log_level,
+        }
+        assert workflow.run_turn is not None  # registered on import, before DBOS starts
+        DBOS(config=config)
+        self._datasource = SQLAlchemyDatasource.create(
+            dbos_url, schema=DBOS_SCHEMA, run_migrations=False
+        )
+        set_host(self._host())
+        try:
+            DBOS.launch()
+            DBOS.register_queue(
+                self.queue,
+                partition_concurrency=1,
+                worker_concurrency=self.worker_concurrency,
+                global_concurrency=self.concurrency,
+                polling_interval_sec=self.polling_interval_s,
+                on_conflict="always_update",
+            )
+        except BaseException:
+            set_host(None)
+            DBOS.destroy()
+            raise
+        self.executor_id = executor_id
+
+    def shutdown(self, *, workflow_completion_timeout_s: float = 5.0) -> None:
+        """Stop taking turns and stop DBOS; turns still running resume later (same executor
+        id after a restart, or another worker's recovery)."""
+        from dbos import DBOS
+
+        if self.executor_id is None:
+            return
+        DBOS.destroy(workflow_completion_timeout_sec=int(workflow_completion_timeout_s))
+        set_host(None)
+        self.executor_id = None
+
+    # -- what the workflow needs ---------------------------------------------------------------
+
+    def _host(self) -> Host:
+        from roboz.agent.persistence import restore, thread_row
+        from roboz.threads import turn_rows
+
+        datasource = self._datasource
+        schema = self.schema
+        host = Host()
+        host.agents = self.agents
+        host.schema = schema
+        host.ask_timeout_s = self.ask_timeout_s
+        host.progress = self.progress
+        options: Any = {"isolation_level": "READ COMMITTED"}
+
+        def begin_tx(
+            thread_id: str, created_by: str, initial: list[Message], user: Message
+        ) -> Started:
+            raw = _raw(datasource.sql_session())
+            rows, first = turn_rows.begin_turn(raw, schema, thread_id, created_by=created_by)
+            history, seqs = restore(rows)
+            new = [*([] if rows else initial), user]
+            previous = (seqs[-1], history[-1]) if history else None
+            written: list[Row] = []
+            for offset, message in enumerate(new):
+                seq = first + offset
+                row = thread_row(message, seq, previous, 0)
+                written.append((seq, row.role.value, row.content, row.extras))
+                previous = (seq, message)
+            turn_rows.write_rows(raw, schema, thread_id, written)
+            return Started(rows, first)
+
+        def write_tx(thread_id: str, rows: list[Row], status: AgentThreadStatus | None) -> int:
+            raw = _raw(datasource.sql_session())
+            count = turn_rows.write_rows(raw, schema, thread_id, rows)
+            if status is not None:
+                turn_rows.end_turn(raw, schema, thread_id, status)
+            return count
+
+        def begin(
+            thread_id: str, created_by: str, initial: list[Message], user: Message
+        ) -> Started:
+            return datasource.run_tx_step(
+                {**options, "name": "roboz.begin"}, begin_tx, thread_id, created_by, initial, user
+            )
+
+        def write(thread_id: str, rows: list[Row], status: AgentThreadStatus | None) -> int:
+            return datasource.run_tx_step(
+                {**options, "name": "roboz.write"}, write_tx, thread_id, rows, status
+            )
+
+        host.begin = begin
+        host.write = write
+        return host

@@ -6,7 +6,7 @@ from roboz.models import Message, Stop
 from roboz.tools.tool import tool
 
 
-@tool
+@tool(pure=True)
 def stop(input: Stop, messages: list[Message]) -> Stop:
     """End the run. Put the final answer or result in `value`."""
     return Stop(value=input.value)

@@ -82,6 +82,12 @@ class Tool(Generic[In, Out]):
     afunc: Callable[[In, list[Message]], Awaitable[Out]] | None = field(default=None, repr=False)
     """An async body beside a sync ``func``, doing the same on async clients: async runs
     (``ainvoke``, ``arun``) await it, sync runs call ``func``; neither pays for the other."""
+    pure: bool = False
+    """The tool has no effect outside its output and computes the same output from the same
+    input and conversation (a parser, a formatter, arithmetic). A durable run
+    (``roboz.durable``) re-runs a pure tool inline when it replays a turn instead of recording
+    it as a step, saving a database round trip per call; anything that reads the clock, the
+    network, files or randomness is not pure. Ordinary runs ignore the flag."""
 
     def __post_init__(self) -> None:
         if inspect.iscoroutinefunction(self.func) and not self.is_async:
@@ -397,6 +403,7 @@ def tool(
     chained_to: str | Sequence[str] | None = None,
     chain_condition: ChainCondition | None = None,
     name: str | None = None,
+    pure: bool = False,
 ) -> ToolDecorator: ...
 
 
@@ -406,6 +413,7 @@ def tool(
     chained_to: Parent[_P] | Sequence[Parent[_P]],
     chain_condition: Callable[[_P], bool] | None = None,
     name: str | None = None,
+    pure: bool = False,
 ) -> ChainedToolDecorator[_P]: ...
 
 
@@ -416,8 +424,13 @@ def tool(
     chained_to: Parents = None,
     chain_condition: ChainCondition | None = None,
     name: str | None = None,
+    pure: bool = False,
 ) -> Tool[Any, Any] | ToolDecorator | ChainedToolDecorator[Any]:
-    """Make a Tool of ``f(input, messages) -> output``; its docstring is the instruction."""
+    """Make a Tool of ``f(input, messages) -> output``; its docstring is the instruction.
+
+    ``pure=True`` declares that the tool has no outside effect and is deterministic (see
+    ``Tool.pure``): durable runs re-run it inline on replay instead of recording a step.
+    """
 
     def decorate(func: ToolFunc) -> Tool[Any, Any]:
         input_type, output_types = _signature_types(func, 2)
@@ -433,6 +446,7 @@ def tool(
             func=func,
             chained_to=parents,
             chain_condition=chain_condition,
+            pure=pure,
         )
 
     return decorate(func) if func is not None else cast(ToolDecorator, decorate)

@@ -1,0 +1,86 @@
+"""The conversation of a durable turn and its writes to the thread.
+
+Every message a turn adds gets its thread sequence number when it is appended: the turn's
+first sequence number (recorded by the turn's first step) plus its position in the turn. A
+replayed turn appends the same messages in the same order, so they get the same numbers, and
+the writes that carry them are idempotent (``roboz.threads.turn_rows``). Messages are written
+in batches by :meth:`DurableConversation.flush`, each batch one DBOS datasource transaction:
+the rows and DBOS's record of that step commit together or not at all, so a batch is written
+exactly once however often the worker dies, and a replay never writes it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, SupportsIndex
+
+from roboz.agent.persistence import thread_row
+from roboz.models import Message
+from roboz.threads.record import AgentThreadStatus
+
+Row = tuple[int, str, str, str]
+"""A message as written: (seq, role, encoded blocks, RoboZ extras)."""
+
+
+class DurableConversation(list[Message]):
+    """A turn's conversation: the thread as it was when the turn began, then the turn's
+    messages, each numbered on append and written by ``flush``."""
+
+    def __init__(
+        self,
+        messages: Iterable[Message],
+        seqs: Sequence[int],
+        write: Any,
+    ) -> None:
+        super().__init__(messages)
+        self._seqs = list(seqs)  # read by roboz.agent.turn.sequence_numbers
+        self._written = len(self)
+        self._next_seq = (self._seqs[-1] + 1) if self._seqs else 0
+        self._runtime_ms: dict[int, int] = {}
+        self._write = write  # (rows, status | None) -> None, one recorded transaction
+
+    @property
+    def last_seq(self) -> int | None:
+        return self._seqs[-1] if self._seqs else None
+
+    def append(self, message: Message) -> None:
+        super().append(message)
+        self._seqs.append(self._next_seq)
+        self._next_seq += 1
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        for message in messages:
+            self.append(message)
+
+    def __iadd__(self, messages: Iterable[Message]) -> DurableConversation:  # type: ignore[override,misc]
+        self.extend(messages)
+        return self
+
+    def _refuse(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError("a durable turn's conversation only grows by append/extend")
+
+    insert = remove = clear = sort = reverse = __setitem__ = __delitem__ = _refuse  # pyright: ignore[reportAssignmentType]
+
+    def pop(self, index: SupportsIndex = -1) -> Message:
+        return self._refuse()  # type: ignore[no-any-return,unused-ignore]
+
+    def note_runtime(self, runtime_ms: int) -> None:
+        """The tool that just ran took ``runtime_ms``; its result is the next message."""
+        self._runtime_ms[len(self)] = runtime_ms
+
+    def pending_rows(self) -> list[Row]:
+        rows: list[Row] = []
+        for index in range(self._written, len(self)):
+            previous = (self._seqs[index - 1], self[index - 1]) if index else None
+            seq = self._seqs[index]
+            row = thread_row(self[index], seq, previous, self._runtime_ms.pop(index, 0))
+            rows.append((seq, row.role.value, row.content, row.extras))
+        return rows
+
+    def flush(self, status: AgentThreadStatus | None = None) -> None:
+        """Write the messages not written yet (and the thread's status at the turn's end)."""
+        rows = self.pending_rows()
+        if not rows and status is None:
+            return
+        self._write(rows, status)
+        self._written = len(self)

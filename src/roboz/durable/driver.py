@@ -1,0 +1,132 @@
+"""The driver of a durable turn: each LLM call and each tool call is a recorded DBOS step.
+
+The agent scheduler (``roboz.agent.run``) reaches the outside world only through its driver,
+so this driver alone makes a turn durable and the scheduler stays as it is. A step's result
+is saved by DBOS before the scheduler sees it; a resumed turn replays from its start, gets
+each recorded result back instead of running the step again, and so takes the same decisions
+and appends the same messages in the same order (the workflow code between steps is the
+scheduler, which is deterministic given its inputs).
+
+- Every LLM call, every repair attempt included, is a step (``roboz.llm``).
+- A tool call is a step (``roboz.tool.<name>``) whose outcome (output, a ``Retry``, or the
+  failure's text) is what is recorded, so a replay raises the same Retry or failure. Inside
+  it :func:`~roboz.durable.idempotency_key` gives ``"<workflow_id>:<step_id>"``.
+- A tool declared ``pure`` (``@tool(pure=True)``) runs inline, costing no step: a replay just
+  computes it again.
+- ``ask_user`` runs inline too: it waits with DBOS ``recv``, which DBOS records itself.
+- Before a tool step (and at the end of the turn) the messages appended since the last write
+  are written to the thread (``DurableConversation.flush``), so the thread shows the action a
+  tool is running while it runs. With ``progress=False`` (``DurableRuns(progress=False)``)
+  they are written only before ``ask_user`` and at the end, one transaction per turn instead
+  of one per tool call; readers then see a turn when it ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dbos import DBOS
+
+from roboz.agent.drivers import SyncDriver, drive
+from roboz.durable.conversation import DurableConversation
+from roboz.durable.keys import step_key
+from roboz.llm import Completion, EndpointLike, ProviderRecord
+from roboz.llm.endpoint import DeltaCallback
+from roboz.models import Empty, Message
+from roboz.tools import Retry, Tool
+
+LLM_STEP = "roboz.llm"
+TOOL_STEP = "roboz.tool."
+
+
+class StepFailedError(RuntimeError):
+    """A recorded step failed; the text is the original error's type and message."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What a tool step records: its output, or the Retry it raised, or why it failed."""
+
+    output: Any = None
+    runtime_ms: int = 0
+    retry: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LLMOutcome:
+    completion: Completion | None = None
+    error: str | None = None
+
+
+class DurableDriver(SyncDriver):
+    def __init__(
+        self,
+        cancel: threading.Event,
+        conversation: DurableConversation,
+        inline: Sequence[Tool],
+        *,
+        progress: bool = True,
+    ) -> None:
+        super().__init__(cancel)
+        self._conversation = conversation
+        self._inline = {id(t) for t in inline}
+        self._progress = progress
+
+    async def call_tool(self, tool: Tool, value: Empty, messages: list[Message]) -> Any:
+        if tool.pure:
+            return await super().call_tool(tool, value, messages)
+        if id(tool) in self._inline:  # ask_user: waits on DBOS recv, which DBOS records
+            self._conversation.flush()  # the question is in the thread while the turn waits
+            return await super().call_tool(tool, value, messages)
+        if self._progress:
+            self._conversation.flush()
+        outcome: ToolOutcome = DBOS.run_step(
+            {"name": TOOL_STEP + tool.name}, self._tool_step, tool, value, messages
+        )
+        if outcome.retry is not None:
+            raise Retry(outcome.retry)
+        if outcome.error is not None:
+            raise StepFailedError(outcome.error)
+        self._conversation.note_runtime(outcome.runtime_ms)
+        return outcome.output
+
+    def _tool_step(self, tool: Tool, value: Empty, messages: list[Message]) -> ToolOutcome:
+        key = f"{DBOS.workflow_id}:{DBOS.step_id}"
+        started = time.perf_counter()
+        with step_key(key):
+            try:
+                output = drive(SyncDriver.call_tool(self, tool, value, messages))
+            except Retry as retry:
+                return ToolOutcome(retry=str(retry))
+            except Exception as error:
+                return ToolOutcome(error=f"{type(error).__name__}: {error}")
+        return ToolOutcome(output, round((time.perf_counter() - started) * 1000))
+
+    async def complete(
+        self,
+        endpoint: EndpointLike,
+        records: Sequence[ProviderRecord],
+        on_delta: DeltaCallback | None,
+    ) -> Completion:
+        outcome: LLMOutcome = DBOS.run_step(
+            {"name": LLM_STEP}, self._llm_step, endpoint, records, on_delta
+        )
+        if outcome.completion is None:
+            raise StepFailedError(outcome.error or "the LLM step recorded no completion")
+        return outcome.completion
+
+    def _llm_step(
+        self,
+        endpoint: EndpointLike,
+        records: Sequence[ProviderRecord],
+        on_delta: DeltaCallback | None,
+    ) -> LLMOutcome:
+        try:
+            return LLMOutcome(drive(SyncDriver.complete(self, endpoint, records, on_delta)))
+        except Exception as error:
+            return LLMOutcome(error=f"{type(error).__name__}: {error}")

@@ -1,0 +1,100 @@
+"""The agents the durable tests' workers serve (imported by the worker processes).
+
+``effect`` records an external effect keyed by ``idempotency_key()`` in a table of its own,
+counting attempts apart from effects, and can be told (through a file) to hang inside its
+step so a test can kill the worker there. ``double`` is pure. The endpoint answers from the
+conversation alone, so any process replays it the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import psycopg
+
+from roboz import Agent, tool
+from roboz.durable import DurableRuns, idempotency_key
+from roboz.llm import FunctionEndpoint, ProviderRecord
+from roboz.models import Empty, Message
+from roboz.tools import stop
+
+URL = os.environ.get("ROBOZ_TEST_DURABLE_URL", "")
+HANG = os.environ.get("ROBOZ_TEST_HANG", "")  # "<file>": hang in the step that finds it
+STEPS = int(os.environ.get("ROBOZ_TEST_STEPS", "3"))
+PROGRESS = os.environ.get("ROBOZ_TEST_PROGRESS", "1") == "1"
+
+
+class Step(Empty):
+    n: int
+
+
+class Done(Empty):
+    n: int
+    key: str
+
+
+class Number(Empty):
+    value: int
+
+
+def record_effect(key: str) -> None:
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO effects (key, attempts) VALUES (%s, 1) "
+            "ON CONFLICT (key) DO UPDATE SET attempts = effects.attempts + 1",
+            (key,),
+        )
+
+
+@tool
+def effect(input: Step, messages: list[Message]) -> Done:
+    """Do step n, with an effect outside."""
+    key = idempotency_key()
+    record_effect(key)
+    if HANG:
+        trigger = Path(HANG)
+        if trigger.exists() and trigger.read_text() == str(input.n):
+            Path(HANG + ".entered").write_text(key)
+            time.sleep(600)
+    return Done(n=input.n, key=key)
+
+
+PURE_CALLS = [0]
+
+
+@tool(pure=True)
+def double(input: Number, messages: list[Message]) -> Number:
+    """Double a number."""
+    PURE_CALLS[0] += 1
+    return Number(value=input.value * 2)
+
+
+def _done(records: list[ProviderRecord]) -> list[int]:
+    """The steps done in this turn (since the last user message)."""
+    users = [i for i, r in enumerate(records) if r["role"] == "user" and "] " not in r["content"]]
+    found = []
+    for record in records[users[-1] if users else 0 :]:
+        content = record["content"]
+        if record["role"] != "assistant" and '"key"' in content:
+            found.append(json.loads(content.split("] ", 1)[1])["n"])
+    return found
+
+
+def reply(records: list[ProviderRecord]) -> dict[str, object]:
+    last = records[-1]["content"]
+    if "ask me" in last and "Tool ask_user" not in last and "four" not in last:
+        return {"action": "ask_user", "question": "how many?"}
+    if "double" in records[1]["content"] and '"value"' not in last:
+        return {"action": "double", "value": 21}
+    done = _done(records)
+    if len(done) < STEPS:
+        return {"action": "effect", "n": len(done)}
+    return {"action": "stop", "value": f"did {len(done)} steps; last said {last[-60:]}"}
+
+
+worker = Agent(name="worker", agent_endpoint=FunctionEndpoint(reply), tools=[effect, double, stop])
+
+runs = DurableRuns(URL, agents=[worker], polling_interval_s=0.05, progress=PROGRESS)
