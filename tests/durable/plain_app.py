@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from dbos import DBOS
 
-from tests.durable.workers_support import sqlalchemy_url
+from roboz.durable._urls import sqlalchemy_url
 
 QUEUE = "plain"
 STEP_SECONDS = float(os.environ.get("ROBOZ_TEST_STEP_SECONDS", "0.05"))

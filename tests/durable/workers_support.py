@@ -14,23 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
 _databases = itertools.count()
-
-
-def sqlalchemy_url(conninfo: str) -> str:
-    """A libpq conninfo or URL as the SQLAlchemy URL DBOS wants."""
-    params = psycopg.conninfo.conninfo_to_dict(conninfo)
-    user = quote(str(params.pop("user", "postgres")))
-    password = params.pop("password", None)
-    auth = f"{user}:{quote(str(password))}@" if password else f"{user}@"
-    database = quote(str(params.pop("dbname", "postgres")))
-    query = "&".join(f"{key}={quote(str(value))}" for key, value in params.items())
-    return f"postgresql://{auth}/{database}" + (f"?{query}" if query else "")
 
 
 def fresh_database(base_url: str) -> str:
@@ -44,14 +32,11 @@ def fresh_database(base_url: str) -> str:
 
 
 def prepare(url: str, app_schema: str | None = None) -> None:
-    """Migrate the worker table (and DBOS's tables, by launching nothing: DBOS.migrate),
-    and run an app's own DDL."""
-    from dbos import DBOS
+    """Migrate as ``roboz threads migrate`` does (threads, DBOS, the workers' table), then
+    run an app's own DDL."""
+    from roboz.durable import migrate
 
-    from roboz.durable.recovery import migrate_workers
-
-    migrate_workers(url)
-    DBOS.migrate(sqlalchemy_url(url))  # type: ignore[call-arg]
+    migrate(url)
     if app_schema:
         with psycopg.connect(url, autocommit=True) as conn:
             for statement in app_schema.split(";"):
@@ -162,6 +147,8 @@ class WorkerProcess:
 def enqueue_plain(url: str, run_ids: list[str], steps: int) -> list[str]:
     """Enqueue ``plain_run`` for each id through a DBOS client (not a worker)."""
     from dbos import DBOSClient
+
+    from roboz.durable._urls import sqlalchemy_url
 
     client = DBOSClient(
         system_database_url=sqlalchemy_url(url), application_name="roboz-worker-test"

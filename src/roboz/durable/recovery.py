@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from roboz.durable._urls import describe_server as describe
+from roboz.durable._urls import migrate_hint, redacted
 from roboz.durable.errors import DurableError, DurableSchemaError
 
 if TYPE_CHECKING:
@@ -100,23 +102,6 @@ def lock_key(executor_id: str) -> int:
     """The advisory lock key of an executor id (signed 64 bits; a collision only serializes)."""
     digest = hashlib.blake2b((_LOCK_PREFIX + executor_id).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
-
-
-def describe(url: str) -> str:
-    """``PostgreSQL at HOST:PORT (database DB)``, never the password."""
-    from roboz.threads.errors import ThreadStoreError
-    from roboz.threads.postgres import describe as describe_url
-
-    try:
-        return describe_url(url)
-    except ThreadStoreError as error:
-        raise DurableSchemaError(str(error)) from None
-
-
-def redacted(url: str) -> str:
-    from roboz.threads.postgres import redacted as redact
-
-    return redact(url)
 
 
 def _first_line(error: BaseException) -> str:
@@ -223,7 +208,7 @@ class WorkerRegistry:
         return cast(Any, text.replace("{table}", self._table))
 
     def _hint(self) -> str:
-        hint = f"roboz threads migrate --url '{redacted(self.url)}'"
+        hint = migrate_hint(self.url)
         return hint if self.schema == "roboz" else f"{hint} --schema {self.schema}"
 
     def _open(self) -> psycopg.Connection[Any]:
