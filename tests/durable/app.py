@@ -72,9 +72,15 @@ def double(input: Number, messages: list[Message]) -> Number:
     return Number(value=input.value * 2)
 
 
+def _said_by_user(record: ProviderRecord) -> bool:
+    """A user's message, not a tool result or a repair (both reach the LLM as user records)."""
+    content = record["content"]
+    return record["role"] == "user" and "] " not in content and not content.startswith("Your ")
+
+
 def _done(records: list[ProviderRecord]) -> list[int]:
     """The steps done in this turn (since the last user message)."""
-    users = [i for i, r in enumerate(records) if r["role"] == "user" and "] " not in r["content"]]
+    users = [i for i, r in enumerate(records) if _said_by_user(r)]
     found = []
     for record in records[users[-1] if users else 0 :]:
         content = record["content"]
@@ -83,11 +89,14 @@ def _done(records: list[ProviderRecord]) -> list[int]:
     return found
 
 
-def reply(records: list[ProviderRecord]) -> dict[str, object]:
+def reply(records: list[ProviderRecord]) -> dict[str, object] | str:
     last = records[-1]["content"]
+    said = [r["content"] for r in records if _said_by_user(r)]
+    if said and said[-1] == "fail":
+        return "not an action"  # every repair too: the run ends with AgentReplyError
     if "ask me" in last and "Tool ask_user" not in last and "four" not in last:
         return {"action": "ask_user", "question": "how many?"}
-    if "double" in records[1]["content"] and '"value"' not in last:
+    if said and "double" in said[-1] and '"value"' not in last:
         return {"action": "double", "value": 21}
     done = _done(records)
     if len(done) < STEPS:

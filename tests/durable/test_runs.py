@@ -4,7 +4,6 @@ replays, retried requests, pure tools and questions to the user."""
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from roboz.durable import (
     DurableClient,
     DurableError,
     Question,
+    TurnFailedError,
     TurnResult,
     WorkflowConflictError,
     idempotency_key,
@@ -122,6 +122,41 @@ def test_a_worker_killed_inside_a_tool_step_resumes_under_its_executor_id_exactl
     assert _normalized(rows, "killed/1") == _normalized(thread_rows(durable_url, "calm"), "calm/1")
 
 
+def test_a_worker_killed_inside_a_thread_write_writes_it_once(
+    durable_url: str, workers: list[Worker]
+) -> None:
+    # The test holds the step record the worker's second write will insert, so that write
+    # blocks inside its transaction, after inserting its thread rows and before committing.
+    holder = psycopg.connect(durable_url)
+    holder.execute(
+        "INSERT INTO dbos.datasource_outputs (workflow_id, step_id, created_at) VALUES ('w/1', 6, 0)"
+    )
+    first = Worker(durable_url, "host-a:roboz:0")
+    with DurableClient(durable_url) as client:
+        handle = client.enqueue("worker", "go", thread_id="w", turn=1)
+        deadline = time.monotonic() + 30
+        with psycopg.connect(durable_url, autocommit=True) as watch:
+            while not watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE '%datasource_outputs%'"
+            ).fetchone()[0]:  # type: ignore[index]
+                assert time.monotonic() < deadline, "the write never blocked"
+                time.sleep(0.02)
+        # Its rows (the first tool's result, the next action) are written but not visible:
+        # they commit with the step's record or not at all.
+        assert [seq for seq, _, _ in thread_rows(durable_url, "w")] == [0, 1]
+        first.kill()
+        holder.rollback()
+        holder.close()
+        workers.append(Worker(durable_url, "host-a:roboz:0"))
+        assert handle.result(timeout=60).output.value.startswith("did 3 steps")
+        assert step_names(client, "w/1")[5] == "roboz.write"  # the step that was held
+        client.enqueue("worker", "go", thread_id="calm", turn=1).result(timeout=60)
+    rows = thread_rows(durable_url, "w")
+    assert_contiguous(rows)
+    assert _normalized(rows, "w/1") == _normalized(thread_rows(durable_url, "calm"), "calm/1")
+
+
 def test_a_retried_request_returns_the_existing_run_and_another_input_is_refused(
     durable_url: str, workers: list[Worker]
 ) -> None:
@@ -197,4 +232,29 @@ def test_turns_of_one_thread_never_overlap(durable_url: str, workers: list[Worke
     assert users == [f"turn {i}" for i in range(4)]  # in the order they were enqueued
 
 
-URL_PASSWORD = re.compile("secret")
+def test_a_failed_turn_raises_and_leaves_its_thread_to_the_user(
+    durable_url: str, workers: list[Worker]
+) -> None:
+    workers.append(Worker(durable_url, "host-a:roboz:0"))
+    with DurableClient(durable_url) as client:
+        with pytest.raises(
+            TurnFailedError, match="agent 'worker': the LLM reply was still unusable"
+        ):
+            client.enqueue("worker", "fail", thread_id="f", turn=1).result(timeout=60)
+        assert client.retrieve("f/1").status() == "ERROR"
+        with pytest.raises(DurableError, match="serves no agent 'nobody'.*worker"):
+            client.enqueue("nobody", "go", thread_id="g", turn=1).result(timeout=60)
+        # The thread takes the next turn.
+        client.enqueue("worker", "go", thread_id="f", turn=2).result(timeout=60)
+    rows = thread_rows(durable_url, "f")
+    assert_contiguous(rows)
+    kinds = [json.loads(extras).get("message_kind") for _, _, extras in rows]
+    assert kinds[:7] == [
+        None,
+        "rejected_reply",
+        "repair",
+        "rejected_reply",
+        "repair",
+        "rejected_reply",
+        None,
+    ]

@@ -2,11 +2,27 @@
 
 Every message a turn adds gets its thread sequence number when it is appended: the turn's
 first sequence number (recorded by the turn's first step) plus its position in the turn. A
-replayed turn appends the same messages in the same order, so they get the same numbers, and
-the writes that carry them are idempotent (``roboz.threads.turn_rows``). Messages are written
-in batches by :meth:`DurableConversation.flush`, each batch one DBOS datasource transaction:
-the rows and DBOS's record of that step commit together or not at all, so a batch is written
-exactly once however often the worker dies, and a replay never writes it again.
+replayed turn appends the same messages in the same order, so they get the same numbers.
+Messages are written in batches by :meth:`DurableConversation.flush`.
+
+Which DBOS construct gives exactly-once thread writes (checked against DBOS 3.4's code and by
+``tests/durable/test_runs.py``):
+
+- A plain step (``DBOS.step`` / ``DBOS.run_step``) is at least once: DBOS saves its result in
+  its own transaction after the function returned, so a worker dying in between runs the
+  function again on resume. Writes made there would be exactly once only by being
+  idempotent.
+- A datasource transaction (``SQLAlchemyDatasource.run_tx_step``) is exactly once: the
+  function's statements and the step's record (``dbos.datasource_outputs``) commit in one
+  PostgreSQL transaction, the record is looked up before the function runs, and a second
+  execution's record insert conflicts with the first one's and rolls its transaction back.
+
+So each batch is a datasource transaction on the thread store's own database (the rows are
+written through the transaction's psycopg connection), and it is idempotent as well: a row
+goes to its fixed sequence number only when that number is free, and a number held by another
+message is an error (``roboz.threads.turn_rows``). A worker killed inside a write leaves
+nothing of it; the resumed turn writes the batch once; a replay of a recorded batch writes
+nothing, since DBOS returns the recorded result.
 """
 
 from __future__ import annotations

@@ -19,6 +19,11 @@ scheduler, which is deterministic given its inputs).
   tool is running while it runs. With ``progress=False`` (``DurableRuns(progress=False)``)
   they are written only before ``ask_user`` and at the end, one transaction per turn instead
   of one per tool call; readers then see a turn when it ends.
+
+DBOS 3 records step results with its default serializer, pickle (base64 text in PostgreSQL):
+a ``Completion`` (a dataclass), a tool's output (a pydantic value model) and the outcomes
+below pickle as long as their classes are importable at module level in the worker, which is
+where a resumed turn unpickles them (and the client, for the turn's result).
 """
 
 from __future__ import annotations
