@@ -19,12 +19,15 @@ from roboz import Agent, tool
 from roboz.durable import DurableRuns, idempotency_key
 from roboz.llm import FunctionEndpoint, ProviderRecord
 from roboz.models import Empty, Message
+from roboz.runtime.events import Event
 from roboz.tools import stop
 
 URL = os.environ.get("ROBOZ_TEST_DURABLE_URL", "")
-HANG = os.environ.get("ROBOZ_TEST_HANG", "")  # "<file>": hang in the step that finds it
+HANG = os.environ.get("ROBOZ_TEST_HANG", "")  # "<file>" holding n: step n waits till it changes
 STEPS = int(os.environ.get("ROBOZ_TEST_STEPS", "3"))
 PROGRESS = os.environ.get("ROBOZ_TEST_PROGRESS", "1") == "1"
+EVENTS = os.environ.get("ROBOZ_TEST_EVENTS", "")  # a file each event's name is appended to
+LIMITS = [int(n) if n else None for n in os.environ.get("ROBOZ_TEST_LIMITS", ",").split(",")]
 
 
 class Step(Empty):
@@ -58,7 +61,9 @@ def effect(input: Step, messages: list[Message]) -> Done:
         trigger = Path(HANG)
         if trigger.exists() and trigger.read_text() == str(input.n):
             Path(HANG + ".entered").write_text(key)
-            time.sleep(600)
+            deadline = time.monotonic() + 600
+            while trigger.read_text() == str(input.n) and time.monotonic() < deadline:
+                time.sleep(0.02)  # until the test says go on (or kills this process)
     return Done(n=input.n, key=key)
 
 
@@ -104,6 +109,24 @@ def reply(records: list[ProviderRecord]) -> dict[str, object] | str:
     return {"action": "stop", "value": f"did {len(done)} steps; last said {last[-60:]}"}
 
 
-worker = Agent(name="worker", agent_endpoint=FunctionEndpoint(reply), tools=[effect, double, stop])
+def log_event(event: Event) -> None:
+    if EVENTS:
+        with open(EVENTS, "a") as log:
+            log.write(f"{type(event).__name__}:{getattr(event, 'tool', '')}\n")
 
-runs = DurableRuns(URL, agents=[worker], polling_interval_s=0.05, progress=PROGRESS)
+
+worker = Agent(
+    name="worker",
+    agent_endpoint=FunctionEndpoint(reply),
+    tools=[effect, double, stop],
+    event_sinks=[log_event],
+)
+
+runs = DurableRuns(
+    URL,
+    agents=[worker],
+    polling_interval_s=0.05,
+    progress=PROGRESS,
+    worker_concurrency=LIMITS[0],
+    concurrency=LIMITS[1],
+)

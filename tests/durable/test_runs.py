@@ -20,6 +20,7 @@ from roboz.durable import (
     idempotency_key,
 )
 from tests.durable.conftest import Worker
+from tests.postgres import Cluster
 
 
 def thread_rows(url: str, thread_id: str) -> list[tuple[int, str, str]]:
@@ -86,13 +87,20 @@ def _normalized(rows: list[tuple[int, str, str]], workflow_id: str) -> list[tupl
     return [(seq, role, extras.replace(workflow_id, "WF")) for seq, role, extras in rows]
 
 
-@pytest.mark.parametrize("progress", ["1", "0"])
-def test_a_worker_killed_inside_a_tool_step_resumes_under_its_executor_id_exactly_once(
-    durable_url: str, workers: list[Worker], tmp_path: Path, progress: str
+@pytest.mark.parametrize(("progress", "resumer"), [("1", "same"), ("0", "same"), ("1", "another")])
+def test_a_worker_killed_inside_a_tool_step_resumes_exactly_once(
+    durable_url: str, workers: list[Worker], tmp_path: Path, progress: str, resumer: str
 ) -> None:
+    """Relaunched under its executor id, the worker resumes the turn itself; a worker of
+    another executor id resumes it when told to (``resume_workflow``, what recovery does)."""
     hang = tmp_path / "hang"
     hang.write_text("1")  # the second effect step hangs, after its effect
-    env = {"ROBOZ_TEST_HANG": str(hang), "ROBOZ_TEST_PROGRESS": progress}
+    events = tmp_path / "events"
+    env = {
+        "ROBOZ_TEST_HANG": str(hang),
+        "ROBOZ_TEST_PROGRESS": progress,
+        "ROBOZ_TEST_EVENTS": str(events),
+    }
     first = Worker(durable_url, "host-a:roboz:0", **env)
     with DurableClient(durable_url) as client:
         handle = client.enqueue("worker", "go", thread_id="killed", turn=1)
@@ -107,9 +115,21 @@ def test_a_worker_killed_inside_a_tool_step_resumes_under_its_executor_id_exactl
         else:  # only the user's message: the rest is written when the turn ends
             assert [role for _, role, _ in written] == ["user"]
         hang.write_text("never")
-        workers.append(Worker(durable_url, "host-a:roboz:0", **env))
+        if resumer == "same":
+            workers.append(Worker(durable_url, "host-a:roboz:0", **env))
+        else:
+            workers.append(Worker(durable_url, "host-b:roboz:0", **env))
+            time.sleep(0.5)
+            assert handle.status() == "PENDING"  # launch recovers only its own executor's
+            client.dbos.resume_workflow(handle.workflow_id)
         resumed = handle.result(timeout=60)
         assert resumed.output.value.startswith("did 3 steps")
+        # Each event once across both workers: the resumed one replayed the first part
+        # silently, the killed one had sent it.
+        seen = events.read_text().splitlines()
+        assert seen.count("ToolStarted:effect") == seen.count("ToolFinished:effect") == 3
+        assert seen.count("AgentStarted:") == seen.count("AgentFinished:") == 1
+        assert seen.count("LLMRequested:") == 4
         # An uninterrupted run of the same turn, for comparison.
         client.enqueue("worker", "go", thread_id="calm", turn=1).result(timeout=60)
     done = effects(durable_url)
@@ -155,6 +175,23 @@ def test_a_worker_killed_inside_a_thread_write_writes_it_once(
     rows = thread_rows(durable_url, "w")
     assert_contiguous(rows)
     assert _normalized(rows, "w/1") == _normalized(thread_rows(durable_url, "calm"), "calm/1")
+
+
+def test_a_postgres_restart_mid_turn_is_survived(
+    postgres_cluster: Cluster, durable_url: str, workers: list[Worker], tmp_path: Path
+) -> None:
+    hang = tmp_path / "hang"
+    hang.write_text("1")
+    workers.append(Worker(durable_url, "host-a:roboz:0", ROBOZ_TEST_HANG=str(hang)))
+    with DurableClient(durable_url) as client:
+        handle = client.enqueue("worker", "go", thread_id="pg", turn=1)
+        wait_for(Path(f"{hang}.entered"))
+        postgres_cluster.stop()  # every connection of the worker and the client goes
+        postgres_cluster.start()
+        hang.write_text("go on")  # the step finishes while DBOS and the writes reconnect
+        assert handle.result(timeout=60).output.value.startswith("did 3 steps")
+    assert_contiguous(thread_rows(durable_url, "pg"))
+    assert sorted(effects(durable_url).values()) == [1, 1, 1]
 
 
 def test_a_retried_request_returns_the_existing_run_and_another_input_is_refused(
@@ -219,9 +256,13 @@ def test_idempotency_key_outside_a_durable_step_is_an_error() -> None:
 
 
 def test_turns_of_one_thread_never_overlap(durable_url: str, workers: list[Worker]) -> None:
-    workers.append(Worker(durable_url, "host-a:roboz:0"))
-    workers.append(Worker(durable_url, "host-b:roboz:0"))
+    workers.append(Worker(durable_url, "host-a:roboz:0", ROBOZ_TEST_LIMITS="2,3"))
+    workers.append(Worker(durable_url, "host-b:roboz:0", ROBOZ_TEST_LIMITS="2,3"))
     with DurableClient(durable_url) as client:
+        queue = client.dbos.retrieve_queue("roboz")
+        assert queue is not None
+        assert (queue.partition_concurrency, queue.worker_concurrency) == (1, 2)
+        assert queue.global_concurrency == 3
         handles = [client.enqueue("worker", f"turn {i}", thread_id="o", turn=i) for i in range(4)]
         results = [h.result(timeout=60) for h in handles]
     spans = sorted((r.first_seq, r.last_seq) for r in results)
@@ -242,6 +283,7 @@ def test_a_failed_turn_raises_and_leaves_its_thread_to_the_user(
         ):
             client.enqueue("worker", "fail", thread_id="f", turn=1).result(timeout=60)
         assert client.retrieve("f/1").status() == "ERROR"
+        assert step_names(client, "f/1").count("roboz.llm") == 3  # each repair attempt a step
         with pytest.raises(DurableError, match="serves no agent 'nobody'.*worker"):
             client.enqueue("nobody", "go", thread_id="g", turn=1).result(timeout=60)
         # The thread takes the next turn.

@@ -40,7 +40,8 @@ def test_the_library_needs_only_the_protocol_and_the_daemon_is_an_extra() -> Non
     assert sorted(d.split(">")[0] for d in extras["daemon"]) == ["pyroute2", "python-prctl"]
     library = project(ROOT / "pyproject.toml")
     # The old `helper` extra is gone; the library's extras are optional features only.
-    assert sorted(library.get("optional-dependencies", {})) == ["mcp", "otel", "postgres"]  # type: ignore[call-overload]
+    extras = sorted(library.get("optional-dependencies", {}))  # type: ignore[call-overload]
+    assert extras == ["durable", "mcp", "otel", "postgres"]
     # The daemon's console script comes with the helper distribution, not the library.
     assert library["scripts"] == {"roboz": "roboz.cli.app:main"}
     assert helper["scripts"] == {"roboz-helper": "roboz_helper.cli:main"}

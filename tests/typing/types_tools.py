@@ -42,6 +42,12 @@ def source(input: Empty, messages: list[Message]) -> Int:
     return Int(value=1)
 
 
+@tool(pure=True)
+def square(input: Int, messages: list[Message]) -> Int:
+    """Square it (pure: a durable run re-runs it instead of recording a step)."""
+    return Int(value=input.value**2)
+
+
 @factory
 def summarize(input: Str, messages: list[Message], endpoint: LLMEndpoint) -> Str:
     """Summarize with the given endpoint."""
@@ -58,6 +64,8 @@ assert_type(double, Tool[Int, Int])
 assert_type(report, Tool[Int, Stop])
 assert_type(fetch, Tool[Str, Str | Stop])
 assert_type(source, Tool[Empty, Int])
+assert_type(square, Tool[Int, Int])
+assert_type(square.pure, bool)
 assert_type(double.run(Int(value=1), []), Int)
 assert_type(double.renamed("double_again").chain(chained_to=double), Tool[Int, Int])
 assert_type(summarize, Factory[LLMEndpoint, Str, Str])

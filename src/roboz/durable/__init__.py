@@ -39,6 +39,11 @@ DBOS is one runtime per process: launch one DurableRuns per process.
 
 from __future__ import annotations
 
+import importlib.util
+
+if importlib.util.find_spec("dbos") is None:  # pragma: no cover - installed with the extra
+    raise ImportError("roboz.durable needs DBOS: pip install 'roboz[durable]'")
+
 from roboz.durable.client import DurableClient, RunHandle, workflow_id
 from roboz.durable.driver import StepFailedError
 from roboz.durable.errors import DurableError, DurableSchemaError, WorkflowConflictError

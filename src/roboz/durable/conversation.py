@@ -23,19 +23,31 @@ goes to its fixed sequence number only when that number is free, and a number he
 message is an error (``roboz.threads.turn_rows``). A worker killed inside a write leaves
 nothing of it; the resumed turn writes the batch once; a replay of a recorded batch writes
 nothing, since DBOS returns the recorded result.
+
+A message whose truncation depends on how often it was shown (``times_shown``) is watched, as
+in a persisted run: a write also refreshes the stored extras of watched messages that changed,
+so the next turn truncates them as this one left them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, SupportsIndex
 
-from roboz.agent.persistence import thread_row
+from roboz.agent.persistence import extras_of, thread_row
 from roboz.models import Message
 from roboz.threads.record import AgentThreadStatus
 
 Row = tuple[int, str, str, str]
 """A message as written: (seq, role, encoded blocks, RoboZ extras)."""
+Updated = tuple[int, str]
+"""New extras of a message written earlier: (seq, RoboZ extras)."""
+Write = Callable[[list[Row], list[Updated], AgentThreadStatus | None], None]
+
+
+def _unsettled(message: Message) -> bool:
+    truncation = message.truncation
+    return truncation is not None and not truncation.applies(message.times_shown)
 
 
 class DurableConversation(list[Message]):
@@ -46,14 +58,15 @@ class DurableConversation(list[Message]):
         self,
         messages: Iterable[Message],
         seqs: Sequence[int],
-        write: Any,
+        write: Write,
     ) -> None:
         super().__init__(messages)
         self._seqs = list(seqs)  # read by roboz.agent.turn.sequence_numbers
         self._written = len(self)
         self._next_seq = (self._seqs[-1] + 1) if self._seqs else 0
         self._runtime_ms: dict[int, int] = {}
-        self._write = write  # (rows, status | None) -> None, one recorded transaction
+        self._write = write  # one recorded transaction
+        self._watched = {i: extras_of(m) for i, m in enumerate(self) if _unsettled(m)}
 
     @property
     def last_seq(self) -> int | None:
@@ -91,12 +104,31 @@ class DurableConversation(list[Message]):
             seq = self._seqs[index]
             row = thread_row(self[index], seq, previous, self._runtime_ms.pop(index, 0))
             rows.append((seq, row.role.value, row.content, row.extras))
+            if _unsettled(self[index]):
+                self._watched[index] = row.extras
         return rows
 
+    def changed_extras(self) -> list[Updated]:
+        """Watched messages, written earlier, that were shown since (their new extras)."""
+        changed: list[Updated] = []
+        for index, written in list(self._watched.items()):
+            if index >= self._written:
+                continue
+            message = self[index]
+            extras = extras_of(message)
+            if extras != written:
+                changed.append((self._seqs[index], extras))
+                self._watched[index] = extras
+            if not _unsettled(message):
+                del self._watched[index]
+        return changed
+
     def flush(self, status: AgentThreadStatus | None = None) -> None:
-        """Write the messages not written yet (and the thread's status at the turn's end)."""
+        """Write the messages not written yet, refresh the extras of watched ones, and set
+        the thread's status at the turn's end."""
+        updated = self.changed_extras()
         rows = self.pending_rows()
-        if not rows and status is None:
+        if not rows and not updated and status is None:
             return
-        self._write(rows, status)
+        self._write(rows, updated, status)
         self._written = len(self)

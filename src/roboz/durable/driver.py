@@ -42,6 +42,7 @@ from roboz.durable.keys import step_key
 from roboz.llm import Completion, EndpointLike, ProviderRecord
 from roboz.llm.endpoint import DeltaCallback
 from roboz.models import Empty, Message
+from roboz.runtime.events import Event, EventPipe
 from roboz.tools import Retry, Tool
 
 LLM_STEP = "roboz.llm"
@@ -68,16 +69,39 @@ class LLMOutcome:
     error: str | None = None
 
 
+class ReplayGate:
+    """The sink in front of an agent's event pipe during a durable turn: it passes events on
+    once a step of the turn has run in this process (``open``), not while the turn replays
+    what another execution of it recorded."""
+
+    def __init__(self, pipe: EventPipe) -> None:
+        self._pipe = pipe
+        self.live = False
+
+    def open(self) -> None:
+        self.live = True
+
+    @property
+    def wants_deltas(self) -> bool:
+        return self._pipe.wants_deltas
+
+    def __call__(self, event: Event) -> None:
+        if self.live:
+            self._pipe.emit(event)
+
+
 class DurableDriver(SyncDriver):
     def __init__(
         self,
         cancel: threading.Event,
         conversation: DurableConversation,
         inline: Sequence[Tool],
+        gate: ReplayGate,
         *,
         progress: bool = True,
     ) -> None:
         super().__init__(cancel)
+        self._gate = gate
         self._conversation = conversation
         self._inline = {id(t) for t in inline}
         self._progress = progress
@@ -101,6 +125,7 @@ class DurableDriver(SyncDriver):
         return outcome.output
 
     def _tool_step(self, tool: Tool, value: Empty, messages: list[Message]) -> ToolOutcome:
+        self._gate.open()
         key = f"{DBOS.workflow_id}:{DBOS.step_id}"
         started = time.perf_counter()
         with step_key(key):
@@ -131,6 +156,7 @@ class DurableDriver(SyncDriver):
         records: Sequence[ProviderRecord],
         on_delta: DeltaCallback | None,
     ) -> LLMOutcome:
+        self._gate.open()
         try:
             return LLMOutcome(drive(SyncDriver.complete(self, endpoint, records, on_delta)))
         except Exception as error:

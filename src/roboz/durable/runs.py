@@ -19,13 +19,13 @@ deployment: a turn is only resumed by workers of the version that started it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from roboz.agent import Agent
 from roboz.agent.errors import AgentConfigurationError
 from roboz.durable._urls import sqlalchemy_url
-from roboz.durable.conversation import Row
+from roboz.durable.conversation import Row, Updated
 from roboz.durable.errors import DurableError
 from roboz.durable.workflow import Host, Started, set_host
 from roboz.models import Message
@@ -38,9 +38,15 @@ def default_version() -> str:
     return f"roboz-{version('roboz')}"
 
 
-def _raw(session: Any) -> Any:
-    """The psycopg connection under a datasource transaction's SQLAlchemy session."""
-    return session.connection().connection.driver_connection
+class _Statements:
+    """Runs ``turn_rows``' SQL on a datasource transaction's connection, through SQLAlchemy,
+    so a lost connection surfaces as the DBAPIError that DBOS retries the transaction on."""
+
+    def __init__(self, session: Any) -> None:
+        self._conn = session.connection()
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
+        return self._conn.exec_driver_sql(sql, tuple(parameters))
 
 
 class DurableRuns:
@@ -163,9 +169,14 @@ class DurableRuns:
         options: Any = {"isolation_level": "READ COMMITTED"}
 
         def begin_tx(
-            thread_id: str, created_by: str, initial: list[Message], user: Message
+            thread_id: str,
+            created_by: str,
+            initial: list[Message],
+            user: Message,
+            ran: Callable[[], None],
         ) -> Started:
-            raw = _raw(datasource.sql_session())
+            ran()
+            raw = _Statements(datasource.sql_session())
             rows, first = turn_rows.begin_turn(raw, schema, thread_id, created_by=created_by)
             history, seqs = restore(rows)
             new = [*([] if rows else initial), user]
@@ -177,25 +188,48 @@ class DurableRuns:
                 written.append((seq, row.role.value, row.content, row.extras))
                 previous = (seq, message)
             turn_rows.write_rows(raw, schema, thread_id, written)
-            return Started(rows, first)
+            return Started(rows, new, first)
 
-        def write_tx(thread_id: str, rows: list[Row], status: AgentThreadStatus | None) -> int:
-            raw = _raw(datasource.sql_session())
-            count = turn_rows.write_rows(raw, schema, thread_id, rows)
+        def write_tx(
+            thread_id: str,
+            rows: list[Row],
+            updated: list[Updated],
+            status: AgentThreadStatus | None,
+            ran: Callable[[], None],
+        ) -> int:
+            ran()
+            raw = _Statements(datasource.sql_session())
+            count = turn_rows.write_rows(raw, schema, thread_id, rows, updated)
             if status is not None:
                 turn_rows.end_turn(raw, schema, thread_id, status)
             return count
 
         def begin(
-            thread_id: str, created_by: str, initial: list[Message], user: Message
+            thread_id: str,
+            created_by: str,
+            initial: list[Message],
+            user: Message,
+            ran: Callable[[], None],
         ) -> Started:
             return datasource.run_tx_step(
-                {**options, "name": "roboz.begin"}, begin_tx, thread_id, created_by, initial, user
+                {**options, "name": "roboz.begin"},
+                begin_tx,
+                thread_id,
+                created_by,
+                initial,
+                user,
+                ran,
             )
 
-        def write(thread_id: str, rows: list[Row], status: AgentThreadStatus | None) -> int:
+        def write(
+            thread_id: str,
+            rows: list[Row],
+            updated: list[Updated],
+            status: AgentThreadStatus | None,
+            ran: Callable[[], None],
+        ) -> int:
             return datasource.run_tx_step(
-                {**options, "name": "roboz.write"}, write_tx, thread_id, rows, status
+                {**options, "name": "roboz.write"}, write_tx, thread_id, rows, updated, status, ran
             )
 
         host.begin = begin

@@ -14,13 +14,16 @@ ids of one thread share a prefix no other thread's have). Its steps, in order:
 A run that fails writes what it produced and ends with :class:`TurnFailedError`, whose text
 is the agent's error.
 
-Events of the agent's event pipe are emitted by whichever process executes the workflow code;
-a resumed turn replays its recorded part, so its event sinks see that part again (the thread's
-rows, written exactly once, are the record to trust).
+Events (the agent's event pipe) follow the steps: a turn's events go out only once one of its
+steps has actually run in this process, so a resumed turn replays its recorded part silently
+and its sinks see each event once, the dead worker's sinks having seen the part before its
+last step. (The turn runs on a shallow copy of the agent, with its own pipe in front of the
+agent's, so concurrent turns of one agent keep their run state apart.)
 """
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,11 +35,12 @@ from roboz.agent.drivers import drive
 from roboz.agent.errors import AgentRunError
 from roboz.agent.request import RunRequest
 from roboz.agent.turn import Turn
-from roboz.durable.conversation import DurableConversation, Row
-from roboz.durable.driver import DurableDriver
+from roboz.durable.conversation import DurableConversation, Row, Updated
+from roboz.durable.driver import DurableDriver, ReplayGate
 from roboz.durable.errors import DurableError
 from roboz.durable.keys import in_step
 from roboz.models import Message, Role, Stop, Str, StrImage
+from roboz.runtime.events import EventPipe
 from roboz.runtime.io import use_user_io
 from roboz.threads._runs import StoredRunMessage
 from roboz.threads.record import AgentThreadStatus
@@ -76,10 +80,12 @@ class Question:
 
 @dataclass(frozen=True, slots=True)
 class Started:
-    """What ``roboz.begin`` records: the thread's rows when the turn began, and the
-    sequence number of the turn's first message."""
+    """What ``roboz.begin`` records: the thread's rows when the turn began, the messages it
+    wrote (the agent's initial messages on a new thread, then the user's) and the sequence
+    number of the first of them."""
 
     rows: list[StoredRunMessage]
+    new: list[Message]
     first_seq: int
 
 
@@ -90,8 +96,10 @@ class Host:
     schema: str
     ask_timeout_s: float
     progress: bool
-    begin: Callable[[str, str, list[Message], Message], Started]
-    write: Callable[[str, list[Row], AgentThreadStatus | None], int]
+    begin: Callable[[str, str, list[Message], Message, Callable[[], None]], Started]
+    write: Callable[
+        [str, list[Row], list[Updated], AgentThreadStatus | None, Callable[[], None]], int
+    ]
 
 
 _host: Host | None = None
@@ -145,23 +153,27 @@ def run_turn(agent_name: str, text: str, thread_id: str) -> TurnResult:
             f"{', '.join(sorted(host.agents)) or 'none'})"
         )
     workflow_id = DBOS.workflow_id or ""
+    gate = ReplayGate(agent.event_pipe)
     user = Message(role=Role.USER, content=text)
-    started = host.begin(thread_id, agent.name, list(agent.initial_messages), user)
+    started = host.begin(thread_id, agent.name, list(agent.initial_messages), user, gate.open)
     history, seqs = restore(started.rows)
-    new = [*([] if started.rows else agent.initial_messages), user]  # as begin wrote them
+    new = started.new
     seqs += range(started.first_seq, started.first_seq + len(new))
-    conversation = DurableConversation([*history, *new], seqs, _writer(host, thread_id))
+    conversation = DurableConversation([*history, *new], seqs, _writer(host, thread_id, gate))
     inline = [agent.ask_user_tool] if agent.ask_user_tool is not None else []
     cancel = threading.Event()
 
     def factory(cancel: threading.Event) -> DurableDriver:
-        return DurableDriver(cancel, conversation, inline, progress=host.progress)
+        return DurableDriver(cancel, conversation, inline, gate, progress=host.progress)
+
+    runner = copy.copy(agent)
+    runner.event_pipe = EventPipe([gate])
 
     turn = Turn(scope=agent.scope, thread_id=thread_id)
     try:
         with use_user_io(DurableUserIO(host.ask_timeout_s)):
             result: Any = drive(
-                agent._run_turn(  # pyright: ignore[reportPrivateUsage]
+                runner._run_turn(  # pyright: ignore[reportPrivateUsage]
                     conversation, factory, cancel, turn, RunRequest(), []
                 )
             )
@@ -175,8 +187,10 @@ def run_turn(agent_name: str, text: str, thread_id: str) -> TurnResult:
     return TurnResult(workflow_id, thread_id, stop, first, first if last is None else last)
 
 
-def _writer(host: Host, thread_id: str) -> Callable[[list[Row], AgentThreadStatus | None], None]:
-    def write(rows: list[Row], status: AgentThreadStatus | None) -> None:
-        host.write(thread_id, rows, status)
+def _writer(
+    host: Host, thread_id: str, gate: ReplayGate
+) -> Callable[[list[Row], list[Updated], AgentThreadStatus | None], None]:
+    def write(rows: list[Row], updated: list[Updated], status: AgentThreadStatus | None) -> None:
+        host.write(thread_id, rows, updated, status, gate.open)
 
     return write

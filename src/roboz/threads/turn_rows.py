@@ -1,12 +1,14 @@
 """A durable turn's writes to a PostgreSQL thread store, inside a transaction someone else owns.
 
 Durable runs (``roboz.durable``) commit a turn's messages in the same PostgreSQL transaction as
-the record of the workflow step that produced them, so the caller passes its open psycopg
-connection and commits (or rolls back) itself. Each write is idempotent: a message goes to a
-sequence number fixed by the turn (the turn's first sequence number plus its position), and
-is inserted only when that row is absent. A row already there with the same message is the
-same write done before (a step that ran again); a row with a different message is another
-writer's, and refuses the write, since the turn would otherwise interleave with it.
+the record of the workflow step that produced them, so the caller passes the connection of
+its open transaction (anything whose ``execute(sql, parameters)`` takes psycopg's ``%s``
+placeholders and returns rows, e.g. a psycopg connection) and commits or rolls back itself.
+Each write is idempotent: a message goes to a sequence number fixed by the turn (the turn's
+first sequence number plus its position), and is inserted only when that row is absent. A
+row already there with the same message is the same write done before (a step that ran
+again); a row with a different message is another writer's, and refuses the write, since the
+turn would otherwise interleave with it.
 
 Writes take the thread's write lock (the advisory lock ``PostgresThreadStore`` takes), so they
 serialize with the store's own writers to the thread.
