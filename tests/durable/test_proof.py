@@ -34,7 +34,7 @@ from tests.durable.workers_support import (
     statuses,
     wait_until,
 )
-from tests.postgres import Cluster
+from tests.postgres import Cluster, start_cluster
 
 pytest.importorskip("dbos")
 
@@ -196,10 +196,14 @@ def test_three_workers_thirty_runs_one_killed_mid_tool_step(
     )
 
 
-def test_runs_survive_a_postgres_restart_mid_run(postgres_cluster: Cluster, tmp_path: Path) -> None:
-    # A cluster of its own, to stop and start, reached over TCP as other hosts reach it; the
-    # session's (requested so that a missing PostgreSQL fails in CI) serves the other tests.
-    clusters = start_tcp_cluster()
+@pytest.mark.parametrize("transport", ["tcp", "unix"])
+def test_runs_survive_a_postgres_restart_mid_run(
+    postgres_cluster: Cluster, tmp_path: Path, transport: str
+) -> None:
+    # A cluster of its own, to stop and start, reached over TCP as other hosts reach it or
+    # over its Unix socket; the session's (requested so that a missing PostgreSQL fails in CI)
+    # serves the other tests.
+    clusters: Iterator[Cluster] = start_tcp_cluster() if transport == "tcp" else start_cluster()
     cluster = next(clusters)
     team: list[WorkerProcess] = []
     try:

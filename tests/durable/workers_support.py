@@ -180,9 +180,8 @@ def statuses(url: str) -> dict[str, str]:
 @dataclass
 class TcpCluster(Cluster):
     """A throwaway cluster that also listens on a loopback TCP port, as servers of other
-    hosts are reached. (Over its Unix socket, a stopped server's socket file is gone and
-    psycopg 3.3 reports "connection is bad", which DBOS 3.4 does not count among the
-    connection errors it waits out; over TCP it is "connection failed", which it does.)"""
+    hosts are reached: a stopped server refuses connections rather than lacking a socket
+    file (see ``roboz.durable.worker.wait_out_missing_sockets``)."""
 
     port: int = 0
 
