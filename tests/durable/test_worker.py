@@ -4,6 +4,7 @@ on a throwaway PostgreSQL cluster."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from tests.durable.plain_app import SCHEMA
 from tests.durable.workers_support import (
+    FAST,
     WorkerProcess,
     enqueue_plain,
     fresh_database,
@@ -146,3 +148,23 @@ def test_sigterm_stops_cleanly_and_hands_the_runs_over_at_once(
     wait_until(lambda: statuses(url).get("held") == "SUCCESS", 30, "the run to finish")
     assert staying.count(f"worker {leaving.executor_id} .* resumed its 1 pending run") == 1
     _effects_once(url, ids, 2)
+
+
+def test_executor_id_and_concurrency_options(
+    url: str, tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    options = ("--executor-id", "rack-7/slot-2", "--concurrency", "1", *FAST)
+    worker = WorkerProcess(url, "ignored", tmp_path / "worker.log", options=options)
+    workers.append(worker.start())
+    wait_until(lambda: "worker rack-7/slot-2 serving" in worker.output(), 30, "serving")
+    ids = enqueue_plain(url, ["c1", "c2", "c3"], 2)
+    wait_until(lambda: all(statuses(url).get(i) == "SUCCESS" for i in ids), 30, "the runs")
+    ((executor,),) = rows(url, "SELECT executor_id FROM roboz.durable_workers")
+    assert executor == "rack-7/slot-2"
+    # One run at a time: each run's steps all come before the next run's.
+    spans = rows(
+        url,
+        "SELECT min(at), max(at) FROM proof.attempts GROUP BY split_part(key, ':', 1) ORDER BY 1",
+    )
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert end < start
