@@ -36,7 +36,10 @@ EXECUTOR_HELP = (
     "The executor id itself, instead of HOST:QUEUE:NAME. It must be unique among live "
     "workers (a second live worker with it is refused) and stable across restarts."
 )
-CONCURRENCY_HELP = "At most this many runs at once in this worker (default: the DurableRuns')."
+CONCURRENCY_HELP = (
+    "At most this many runs at once on each worker of the queue (default: the DurableRuns'). "
+    "DBOS keeps queue settings in the database: the worker started last sets it for all."
+)
 INTERVAL_HELP = "Seconds between heartbeats."
 STALE_HELP = (
     "Seconds of silence after which a worker counts as dead and a live worker resumes its "
