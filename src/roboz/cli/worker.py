@@ -153,7 +153,8 @@ def _leave(code: int) -> None:
     busy = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
     if busy:
         logging.getLogger("roboz.durable.worker").info(
-            "leaving %d step(s) in flight to the other workers", len(busy)
+            "exiting with %d thread(s) still running; steps in flight resume elsewhere",
+            len(busy),
         )
         logging.shutdown()
         sys.stdout.flush()
