@@ -53,6 +53,12 @@ def _set_dbos_version(url: str, change: int) -> None:
         conn.execute("UPDATE dbos.dbos_migrations SET version = version + %s", (change,))
 
 
+def test_a_newer_thread_schema_is_refused(durable_url: str) -> None:
+    with psycopg.connect(durable_url, autocommit=True) as conn:
+        conn.execute("UPDATE roboz.schema_version SET version = version + 1")
+    assert "newer RoboZ" in refusal(durable_url)
+
+
 def test_older_and_newer_dbos_tables_are_refused(durable_url: str) -> None:
     _set_dbos_version(durable_url, 1)
     assert "newer than this RoboZ's DBOS knows" in refusal(durable_url)
