@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import typer
 
-from roboz.cli import env, inventory, mcp, scaffold, scripts, threads
+from roboz.cli import env, inventory, mcp, scaffold, scripts, threads, worker
 from roboz.cli.base import App, DebugOption, debug_enabled, set_debug
 from roboz.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
 
@@ -24,6 +24,7 @@ app.add_typer(scaffold.skill_app, name="skill")
 app.add_typer(scripts.app, name="scripts")
 app.add_typer(mcp.app, name="mcp")
 app.add_typer(threads.app, name="threads")
+app.command("worker")(worker.worker)
 
 
 @app.callback()

@@ -33,6 +33,7 @@ def migrate(url: str, *, schema: str = "roboz") -> list[str]:
     """Create or upgrade everything durable runs need at ``url``; one line per part."""
     from dbos import DBOS, SQLAlchemyDatasource
 
+    from roboz.durable.recovery import migrate_workers
     from roboz.threads.postgres import migrate_database
 
     where = describe_server(url)
@@ -56,6 +57,7 @@ def migrate(url: str, *, schema: str = "roboz") -> list[str]:
         message = _first_line(error).replace(dbos_url, redacted(url))
         raise DurableSchemaError(f"{where}: DBOS migration failed: {message}") from None
     lines.append(f"{where}, schema {DBOS_SCHEMA}: DBOS system and datasource tables ready")
+    lines.append(migrate_workers(url, schema=schema))
     for hook in MIGRATION_HOOKS:
         said = hook(url)
         if said:
