@@ -60,7 +60,9 @@ def effect(input: Step, messages: list[Message]) -> Done:
     if HANG:
         trigger = Path(HANG)
         if trigger.exists() and trigger.read_text() == str(input.n):
-            Path(HANG + ".entered").write_text(key)
+            # Written whole, then renamed: the test reads the key as soon as the file exists.
+            Path(HANG + ".entering").write_text(key)
+            os.replace(HANG + ".entering", HANG + ".entered")
             deadline = time.monotonic() + 600
             while trigger.read_text() == str(input.n) and time.monotonic() < deadline:
                 time.sleep(0.02)  # until the test says go on (or kills this process)

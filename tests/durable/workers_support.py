@@ -181,7 +181,7 @@ def statuses(url: str) -> dict[str, str]:
 class TcpCluster(Cluster):
     """A throwaway cluster that also listens on a loopback TCP port, as servers of other
     hosts are reached: a stopped server refuses connections rather than lacking a socket
-    file (see ``roboz.durable.worker.wait_out_missing_sockets``)."""
+    file (see ``roboz.durable.outages.wait_out_missing_sockets``)."""
 
     port: int = 0
 

@@ -105,11 +105,13 @@ class DurableRuns:
         from dbos import DBOS, DBOSConfig, SQLAlchemyDatasource
 
         from roboz.durable import workflow
+        from roboz.durable.outages import wait_out_missing_sockets
         from roboz.durable.schema import DBOS_SCHEMA, check
 
         if self.executor_id is not None:
             raise DurableError(f"these DurableRuns are already launched as {self.executor_id!r}")
         check(self.url, schema=self.schema)
+        wait_out_missing_sockets()
         dbos_url = sqlalchemy_url(self.url)
         config: DBOSConfig = {
             "name": "roboz",

@@ -11,7 +11,6 @@ version, in one line naming the server (without its password) and the command to
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from roboz.durable._urls import describe_server, migrate_hint, redacted, sqlalchemy_url
@@ -19,10 +18,6 @@ from roboz.durable.errors import DurableSchemaError
 from roboz.threads.errors import SchemaVersionError, ThreadStoreError
 
 DBOS_SCHEMA = "dbos"
-
-MIGRATION_HOOKS: list[Callable[[str], str | None]] = []
-"""More tables durable runs need (e.g. the workers' heartbeats): each hook takes the URL,
-creates or upgrades its tables idempotently, and may return one line saying what it did."""
 
 
 def _first_line(error: BaseException) -> str:
@@ -58,10 +53,6 @@ def migrate(url: str, *, schema: str = "roboz") -> list[str]:
         raise DurableSchemaError(f"{where}: DBOS migration failed: {message}") from None
     lines.append(f"{where}, schema {DBOS_SCHEMA}: DBOS system and datasource tables ready")
     lines.append(migrate_workers(url, schema=schema))
-    for hook in MIGRATION_HOOKS:
-        said = hook(url)
-        if said:
-            lines.append(said)
     return lines
 
 

@@ -63,38 +63,6 @@ def resume_pending(executor_id: str) -> list[str]:
     return [workflow.workflow_id for workflow in pending]
 
 
-def wait_out_missing_sockets() -> None:
-    """Make DBOS wait out a server whose Unix socket is gone, as it waits out one refusing TCP.
-
-    While PostgreSQL restarts, its socket file does not exist, and psycopg 3.3 reports that
-    as "connection is bad: ...", which DBOS 3.4's test of retriable errors does not match
-    (it knows "connection failed"): a turn in flight would fail or stall instead of pausing.
-    The worker checked its URL before launching, so from then on the error means an outage.
-    Applied once per process; a DBOS without these internals is left as it is.
-    """
-    try:
-        import psycopg
-        from dbos import _datasource, _sys_db  # pyright: ignore[reportPrivateUsage]
-    except ImportError:  # pragma: no cover - the durable extra brings both
-        return
-    original: Any = getattr(_sys_db, "retriable_postgres_exception", None)
-    if original is None or getattr(original, "roboz_waits_out_sockets", False):
-        return
-
-    def retriable(error: Exception) -> bool:
-        if original(error):
-            return True
-        cause = getattr(error, "orig", None)
-        return isinstance(cause, psycopg.OperationalError) and str(cause).startswith(
-            "connection is bad:"
-        )
-
-    retriable.roboz_waits_out_sockets = True  # type: ignore[attr-defined]
-    for module in (_sys_db, _datasource):
-        if getattr(module, "retriable_postgres_exception", None) is original:
-            module.retriable_postgres_exception = retriable  # type: ignore[attr-defined]
-
-
 class Backoff:
     """Exponential backoff with jitter: ``initial_s`` doubling up to ``cap_s``."""
 
@@ -161,7 +129,6 @@ class Worker:
             }
         try:
             self.registry.register()
-            wait_out_missing_sockets()
             try:
                 self.runs.launch(executor_id=self.executor_id)
                 log.info(
@@ -243,5 +210,4 @@ __all__ = [
     "Worker",
     "default_executor_id",
     "resume_pending",
-    "wait_out_missing_sockets",
 ]
