@@ -317,11 +317,9 @@ class HelperServer:
             request,
             request.keep_open and served < MAX_REQUESTS_PER_CONNECTION,
         ):
-            state.idle = True
-            try:
-                next_request = await self._next_request(reader, writer, policy, peer)
-            finally:
-                state.idle = False
+            state.idle = True  # left set if cancelled: shutdown then says Closing
+            next_request = await self._next_request(reader, writer, policy, peer)
+            state.idle = False
             if next_request is None:
                 return
             request = next_request
