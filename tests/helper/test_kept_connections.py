@@ -3,6 +3,7 @@ policy reload. A client that does not ask gets one request per connection, as al
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import time
@@ -13,7 +14,7 @@ from roboz_helper import protocol
 from roboz_helper.protocol import Closing, ExecCommand, Output, ProtocolError, RunCompletion
 from roboz_helper.server import MAX_REQUESTS_PER_CONNECTION
 
-from roboz.shed.safe_scripts import SafeScriptsClient
+from roboz.shed.safe_scripts import AsyncSafeScriptsClient, SafeScriptsClient
 
 from .conftest import HANDSHAKE_TIMEOUT_S, HelperDaemon, OwnHelper, wait_until
 from .test_server import assert_still_serving
@@ -198,3 +199,28 @@ def test_shutdown_tells_an_idle_kept_connection_closing(own_helper: OwnHelper) -
     own_helper.process.wait(30)
     sock.close()
     assert not Path(own_helper.socket_path).exists()
+
+
+def test_the_async_client_reuses_its_connection_and_recovers(own_helper: OwnHelper) -> None:
+    async def main() -> None:
+        client = AsyncSafeScriptsClient(own_helper.socket_path)
+        for i in range(3):
+            assert (await client.exec_command(["/bin/echo", str(i)])).stdout == f"{i}\n"
+        kept = client.idle._conns[:]
+        assert len(kept) == 1
+        assert (await client.exec_command(["/bin/echo", "again"])).ok
+        assert client.idle._conns == kept
+        # Unread after a reload: resent once on a new connection.
+        own_helper.write_policy(own_helper.policy_path.read_text())
+        await asyncio.to_thread(own_helper.reload)
+        assert (await client.exec_command(["/bin/echo", "after reload"])).stdout == "after reload\n"
+        assert client.idle._conns != kept
+        # A stream left early is not kept: its run is ended with its connection.
+        client.close()
+        async with client.stream_command(["/bin/sh", "-c", "echo a; sleep 30"]) as run:
+            async for _chunk in run:
+                break
+        assert client.idle._conns == []
+        client.close()
+
+    asyncio.run(main())
