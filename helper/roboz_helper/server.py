@@ -89,6 +89,9 @@ class HelperServer:
         self.policy_path = policy_path
         self.socket_path = socket_path or policy.server.socket
         self._admitted = 0
+        # Kept connections waiting for their next request: a new client at the connection
+        # limit takes the slot of one of them rather than being told busy.
+        self._idle_kept: set[_ConnectionState] = set()
         self._runs_per_uid: Counter[int] = Counter()
         # Runs whose client went away, being killed: a slot they hold frees within moments.
         self._ending_per_uid: Counter[int] = Counter()
@@ -209,8 +212,10 @@ class HelperServer:
         assert task is not None
         self._handlers.add(task)
         policy = self.policy  # this connection's rules, whatever a reload does meanwhile
-        state = _ConnectionState()
+        state = _ConnectionState(task)
         try:
+            if self._admitted >= policy.server.max_connections and self._idle_kept:
+                self._evict(self._idle_kept.pop())
             if self._admitted >= policy.server.max_connections:
                 await send(
                     writer,
@@ -225,15 +230,19 @@ class HelperServer:
             try:
                 await self._converse(reader, writer, policy, state)
             finally:
-                self._admitted -= 1
+                self._idle_kept.discard(state)
+                if not state.evicted:
+                    self._admitted -= 1
         except asyncio.CancelledError:
             # Shutdown: tell a waiting client why its exchange ends, if it still listens. A
             # kept connection between requests has no run to report: its next request is unread.
-            message = (
-                Closing(reason="the helper is shutting down")
-                if state.idle
-                else RunCompletion(status="killed", diagnostic="the helper is shutting down")
-            )
+            message: Closing | RunCompletion
+            if state.evicted:
+                message = Closing(reason="its slot went to a new connection at the limit")
+            elif state.idle:
+                message = Closing(reason="the helper is shutting down")
+            else:
+                message = RunCompletion(status="killed", diagnostic="the helper is shutting down")
             with contextlib.suppress(Exception):
                 await send(writer, message, timeout=1.0)
             # The handler ends here, quietly: this task is the connection's top, and asyncio
@@ -247,6 +256,12 @@ class HelperServer:
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+    def _evict(self, state: _ConnectionState) -> None:
+        """Close an idle kept connection (its next request is unread) and free its slot now."""
+        state.evicted = True
+        self._admitted -= 1
+        state.task.cancel()
 
     async def _converse(
         self,
@@ -318,7 +333,9 @@ class HelperServer:
             request.keep_open and served < MAX_REQUESTS_PER_CONNECTION,
         ):
             state.idle = True  # left set if cancelled: shutdown then says Closing
+            self._idle_kept.add(state)
             next_request = await self._next_request(reader, writer, policy, peer)
+            self._idle_kept.discard(state)
             state.idle = False
             if next_request is None:
                 return
@@ -485,7 +502,9 @@ class HelperServer:
 
 
 class _ConnectionState:
-    """What a connection's handler is doing, for its shutdown message."""
+    """What a connection's handler is doing, for its last message."""
 
-    def __init__(self) -> None:
+    def __init__(self, task: asyncio.Task[None]) -> None:
+        self.task = task
         self.idle = False  # a kept connection between requests
+        self.evicted = False  # closed while idle to admit a new connection at the limit

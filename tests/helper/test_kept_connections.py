@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import socket
 import time
 import uuid
@@ -16,7 +17,7 @@ from roboz_helper.server import MAX_REQUESTS_PER_CONNECTION
 
 from roboz.shed.safe_scripts import AsyncSafeScriptsClient, SafeScriptsClient
 
-from .conftest import HANDSHAKE_TIMEOUT_S, HelperDaemon, OwnHelper, wait_until
+from .conftest import HANDSHAKE_TIMEOUT_S, MAX_CONNECTIONS, HelperDaemon, OwnHelper, wait_until
 from .test_server import assert_still_serving
 from .wire import greeted, read_frame, read_until_eof
 
@@ -224,3 +225,28 @@ def test_the_async_client_reuses_its_connection_and_recovers(own_helper: OwnHelp
         client.close()
 
     asyncio.run(main())
+
+
+def test_idle_kept_connections_never_make_a_new_client_busy(own_helper: OwnHelper) -> None:
+    kept = []
+    for _ in range(MAX_CONNECTIONS):
+        sock = greeted(own_helper.socket_path)
+        _send(sock, ["/bin/echo", "fine"])
+        assert _completion(sock)[1].keep_open
+        kept.append(sock)
+    # Every slot is held by an idle kept connection; a new client takes one of them.
+    fresh = SafeScriptsClient(own_helper.socket_path, reuse_connections=False)
+    assert fresh.exec_command(["/bin/echo", "new"]).stdout == "new\n"
+    # Well inside the idle limit: only the evicted one has anything to say.
+    readable, _, _ = select.select(kept, [], [], 0.5)
+    closed = list(readable)
+    for sock in closed:
+        frame = read_frame(sock)
+        assert isinstance(frame, Closing) and "slot" in frame.reason, frame
+    assert len(closed) == 1
+    # The others still take requests.
+    survivor = next(sock for sock in kept if sock not in closed)
+    _send(survivor, ["/bin/echo", "still here"])
+    assert _completion(survivor)[0] == b"still here\n"
+    for sock in kept:
+        sock.close()
