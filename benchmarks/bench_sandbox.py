@@ -13,8 +13,10 @@ falls on all of them alike:
              system binds, tmpfs /tmp, fresh /proc and /dev, workdir bound, --clearenv,
              --new-session, --die-with-parent, caps dropped, unprivileged uid)
 - direct     ``run_in_sandbox`` on one long-lived asyncio loop (what the daemon does per run)
-- daemon     the real helper daemon through ``SafeScriptsClient`` (connect, greeting, exec
-             request, output and completion frames included)
+- daemon     the real helper daemon through ``SafeScriptsClient``, which keeps its
+             authorized connection for the next run (request, output and completion frames)
+- daemon, new connection   the same with ``reuse_connections=False``: connect and greeting
+             included in every run
 
 Back to back, then spaced 50 ms apart (what an agent produces); runs/s with 16 at once (bwrap
 as 16 concurrent launches, run_in_sandbox as 16 tasks, the daemon with 16 client threads);
@@ -282,9 +284,11 @@ def pss_kib(pids: list[int]) -> int:
 
 
 @contextlib.contextmanager
-def daemon_client(tmp: Path, workdir: str, concurrency: int) -> Iterator[tuple[Timed, int] | None]:
-    """The real helper daemon and a ``SafeScriptsClient`` call running /bin/true through it
-    (connect, greeting, request, output and completion frames), with the daemon's pid."""
+def daemon_client(
+    tmp: Path, workdir: str, concurrency: int
+) -> Iterator[tuple[Timed, Timed, int] | None]:
+    """The real helper daemon and ``SafeScriptsClient`` calls running /bin/true through it, on
+    a kept connection and on a new connection each, with the daemon's pid."""
     from roboz.shed.safe_scripts import SafeScriptsClient
 
     socket_path = str(tmp / "helper.sock")
@@ -302,14 +306,20 @@ def daemon_client(tmp: Path, workdir: str, concurrency: int) -> Iterator[tuple[T
                 yield None
                 return
             time.sleep(0.05)
-        client = SafeScriptsClient(socket_path)
+        kept = SafeScriptsClient(socket_path)
+        fresh = SafeScriptsClient(socket_path, reuse_connections=False)
 
         def one() -> None:
-            result = client.exec_command(["/bin/true"])
+            result = kept.exec_command(["/bin/true"])
+            assert result.status == "success", result
+
+        def one_fresh() -> None:
+            result = fresh.exec_command(["/bin/true"])
             assert result.status == "success", result
 
         one()
-        yield one, daemon.pid
+        one_fresh()
+        yield one, one_fresh, daemon.pid
     finally:
         daemon.terminate()
         daemon.wait(10)
@@ -382,7 +392,8 @@ def main(quick: bool = False) -> int:
             }
             if daemon is not None:
                 contestants["daemon+client"] = daemon[0]
-                memory = idle_memory(daemon[1])
+                contestants["daemon, new conn"] = daemon[1]
+                memory = idle_memory(daemon[2])
             back_to_back = interleaved(contestants, args.runs)
             phases = direct.phases()
             spaced = interleaved(contestants, args.spaced_runs, gap_s=SPACED_GAP_S)
@@ -395,6 +406,9 @@ def main(quick: bool = False) -> int:
             if daemon is not None:
                 rates["daemon, concurrent clients"] = threaded_rate(
                     daemon[0], args.concurrency, args.runs
+                )
+                rates["daemon, new connection each"] = threaded_rate(
+                    daemon[1], args.concurrency, args.runs
                 )
         direct.close()
     table(f"/bin/true request-to-completion, {args.runs} runs each, back to back in "
@@ -415,7 +429,11 @@ def main(quick: bool = False) -> int:
             extra = statistics.median(back_to_back["daemon+client"]) - statistics.median(
                 back_to_back["run_in_sandbox"]
             )
-            print(f"  {'daemon + client on top (connect, frames)':58}{extra:6.2f}")
+            print(f"  {'daemon + client on top (kept connection: frames)':58}{extra:6.2f}")
+            extra = statistics.median(back_to_back["daemon, new conn"]) - statistics.median(
+                back_to_back["run_in_sandbox"]
+            )
+            print(f"  {'daemon + client, new connection (connect, greeting)':58}{extra:6.2f}")
     if daemon is not None:
         rss, pss, count = memory
         print(f"daemon idle RSS: {rss / 1024:.1f} MiB; with its zygote and warm sandbox "

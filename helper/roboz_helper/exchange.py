@@ -130,7 +130,8 @@ async def read_request(reader: asyncio.StreamReader) -> Request:
 async def client_gone(reader: asyncio.StreamReader, gone: asyncio.Event) -> None:
     """Finish when the client hangs up (EOF), sends anything more, or stops taking output.
 
-    A client sends exactly one request, so more bytes are a violation and end the run too.
+    A client sends one request at a time (a kept connection's next one only after this run's
+    completion), so more bytes during a run are a violation and end the run too.
     """
     read = asyncio.ensure_future(reader.read(1))
     flagged = asyncio.ensure_future(gone.wait())

@@ -1,11 +1,17 @@
 """Wire protocol between the SafeScripts helper and its clients.
 
-A connection carries exactly one exchange::
+A connection carries one exchange::
 
     helper -> client   Greeting            (or a refused/busy RunCompletion, then close)
     client -> helper   one Request         (ListScripts | RunScript | ExecCommand)
     helper -> client   Output* / ScriptEntry*
     helper -> client   exactly one RunCompletion, then close
+
+unless a run request says ``keep_open``: then a completion with ``keep_open`` set means the
+connection takes one more request (sent only after that completion; one at a time), under the
+same peer credentials. Instead of answering such a later request the helper may send a
+Closing frame and hang up (idle too long, policy reloaded, shutting down): that request was
+not read, so nothing of it ran and the client may send it again on a new connection.
 
 A request that cannot be decoded gets a ProtocolError frame instead and the connection closes.
 
@@ -65,6 +71,8 @@ class RunScript(_Frame, tag="run_script", frozen=True):
     path: str
     args: list[str] = []
     trace_id: TraceId | None = None
+    # Ask for the connection to stay open for another request after this one's completion.
+    keep_open: bool = False
 
 
 class ExecCommand(_Frame, tag="exec_command", frozen=True):
@@ -72,6 +80,7 @@ class ExecCommand(_Frame, tag="exec_command", frozen=True):
 
     argv: list[str]
     trace_id: TraceId | None = None
+    keep_open: bool = False
 
 
 Request = ListScripts | RunScript | ExecCommand
@@ -123,6 +132,14 @@ class RunCompletion(_Frame, tag="completion", frozen=True):
     cpu_time_s: float = 0.0
     peak_memory_bytes: int = 0
     limit: Limit | None = None
+    # The connection takes another request (the run asked for keep_open and the helper agreed).
+    keep_open: bool = False
+
+
+class Closing(_Frame, tag="closing", frozen=True):
+    """The helper hangs up on a kept connection without reading the next request, if any."""
+
+    reason: str
 
 
 class ProtocolError(_Frame, tag="protocol_error", frozen=True):
@@ -131,7 +148,7 @@ class ProtocolError(_Frame, tag="protocol_error", frozen=True):
     message: str
 
 
-Response = Greeting | Output | ScriptEntry | RunCompletion | ProtocolError
+Response = Greeting | Output | ScriptEntry | RunCompletion | Closing | ProtocolError
 
 
 # --- framing ---------------------------------------------------------------------------------

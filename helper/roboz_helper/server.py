@@ -1,6 +1,7 @@
 """The helper daemon: accept clients on a Unix socket, authorize them, run their requests.
 
-Each connection is one exchange (see protocol.py). Whatever a client sends, the worst it can do
+Each connection is one exchange, or several runs one after another for a client that asks
+for that (see protocol.py). Whatever a client sends, the worst it can do
 is end its own connection: every handler catches its own failures, and the listening loop only
 stops on SIGTERM/SIGINT.
 """
@@ -18,6 +19,8 @@ from collections import Counter
 from importlib import metadata
 from typing import Any
 
+import msgspec
+
 from roboz_helper import host_paths, protocol, runs, scripts
 from roboz_helper.exchange import (
     SEND_TIMEOUT_S,
@@ -30,9 +33,10 @@ from roboz_helper.exchange import (
 )
 from roboz_helper.listening import open_listening_socket
 from roboz_helper.log_format import fields
-from roboz_helper.peer import peer_credentials
+from roboz_helper.peer import PeerCredentials, peer_credentials
 from roboz_helper.policy import Policy, PolicyError, match_client
 from roboz_helper.protocol import (
+    Closing,
     ExecCommand,
     FrameError,
     Greeting,
@@ -51,6 +55,10 @@ _BACKLOG = 1024
 # How long a request waits for the slot of a run whose client went away (being killed; the
 # sandbox's kill takes milliseconds, its retry comes after a second) before it is busy.
 ENDING_RUN_WAIT_S = 2.0
+# A kept connection (keep_open) takes at most this many requests, then closes after the last
+# completion; between requests it waits as long as a new connection waits for its first
+# (server.handshake_timeout_s).
+MAX_REQUESTS_PER_CONNECTION = 100
 
 
 # Server settings that belong to the bound socket: a reload cannot change them.
@@ -68,7 +76,10 @@ class HelperServer:
     """Serves clients under `policy`; SIGHUP re-reads `policy_path` (when given).
 
     A connection works with the policy in force when it was accepted, from the greeting to
-    the end of its run, so a reload never changes the rules of an exchange under way.
+    the end of its run, so a reload never changes the rules of an exchange under way. A kept
+    connection's later requests are served only while that policy is still the one in force:
+    after a reload the helper answers the next one with Closing, unread, and the client
+    reconnects and is authorized (or refused) by the new policy.
     """
 
     def __init__(
@@ -78,6 +89,9 @@ class HelperServer:
         self.policy_path = policy_path
         self.socket_path = socket_path or policy.server.socket
         self._admitted = 0
+        # Kept connections waiting for their next request: a new client at the connection
+        # limit takes the slot of one of them rather than being told busy.
+        self._idle_kept: set[_ConnectionState] = set()
         self._runs_per_uid: Counter[int] = Counter()
         # Runs whose client went away, being killed: a slot they hold frees within moments.
         self._ending_per_uid: Counter[int] = Counter()
@@ -198,7 +212,10 @@ class HelperServer:
         assert task is not None
         self._handlers.add(task)
         policy = self.policy  # this connection's rules, whatever a reload does meanwhile
+        state = _ConnectionState(task)
         try:
+            if self._admitted >= policy.server.max_connections and self._idle_kept:
+                self._evict(self._idle_kept.pop())
             if self._admitted >= policy.server.max_connections:
                 await send(
                     writer,
@@ -211,17 +228,23 @@ class HelperServer:
                 return
             self._admitted += 1
             try:
-                await self._converse(reader, writer, policy)
+                await self._converse(reader, writer, policy, state)
             finally:
-                self._admitted -= 1
+                self._idle_kept.discard(state)
+                if not state.evicted:
+                    self._admitted -= 1
         except asyncio.CancelledError:
-            # Shutdown: tell a waiting client why its exchange ends, if it still listens.
+            # Shutdown: tell a waiting client why its exchange ends, if it still listens. A
+            # kept connection between requests has no run to report: its next request is unread.
+            message: Closing | RunCompletion
+            if state.evicted:
+                message = Closing(reason="its slot went to a new connection at the limit")
+            elif state.idle:
+                message = Closing(reason="the helper is shutting down")
+            else:
+                message = RunCompletion(status="killed", diagnostic="the helper is shutting down")
             with contextlib.suppress(Exception):
-                await send(
-                    writer,
-                    RunCompletion(status="killed", diagnostic="the helper is shutting down"),
-                    timeout=1.0,
-                )
+                await send(writer, message, timeout=1.0)
             # The handler ends here, quietly: this task is the connection's top, and asyncio
             # would log a cancelled client task as an error with a traceback.
         except (ConnectionError, TimeoutError):
@@ -234,8 +257,18 @@ class HelperServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
 
+    def _evict(self, state: _ConnectionState) -> None:
+        """Close an idle kept connection (its next request is unread) and free its slot now."""
+        state.evicted = True
+        self._admitted -= 1
+        state.task.cancel()
+
     async def _converse(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, policy: Policy
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        policy: Policy,
+        state: _ConnectionState,
     ) -> None:
         try:
             peer = peer_credentials(writer.get_extra_info("socket"))
@@ -290,8 +323,53 @@ class HelperServer:
         client = Client(peer, profile_name, profile, policy.server.max_runs_per_client)
         if isinstance(request, ListScripts):
             await self._list(writer, client)
-        else:
-            await self._run(reader, writer, client, request)
+            return
+        served = 1
+        while await self._run(
+            reader,
+            writer,
+            client,
+            request,
+            request.keep_open and served < MAX_REQUESTS_PER_CONNECTION,
+        ):
+            state.idle = True  # left set if cancelled: shutdown then says Closing
+            self._idle_kept.add(state)
+            next_request = await self._next_request(reader, writer, policy, peer)
+            self._idle_kept.discard(state)
+            state.idle = False
+            if next_request is None:
+                return
+            request = next_request
+            served += 1
+
+    async def _next_request(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        policy: Policy,
+        peer: PeerCredentials,
+    ) -> RunScript | ExecCommand | None:
+        """The next request on a kept connection, or None when the connection ends here."""
+        timeout = policy.server.handshake_timeout_s
+        try:
+            request = await asyncio.wait_for(read_request(reader), timeout)
+        except TimeoutError:
+            await send(writer, Closing(reason=f"no request within {timeout:g}s"))
+            return None
+        except FrameError as exc:
+            log.info("protocol_error %s", fields(uid=peer.uid, pid=peer.pid, error=str(exc)))
+            await send(writer, ProtocolError(message=str(exc)))
+            return None
+        except asyncio.IncompleteReadError:
+            return None  # the client hung up, between requests or inside one
+        if self.policy is not policy:
+            # Checked after the read, so a request that raced the reload is refused unread too.
+            await send(writer, Closing(reason="the helper's policy was reloaded"))
+            return None
+        if isinstance(request, ListScripts):
+            await send(writer, ProtocolError(message="list_scripts on a kept connection"))
+            return None
+        return request
 
     async def _list(self, writer: asyncio.StreamWriter, client: Client) -> None:
         record = RunRecord(client, {"kind": "list"})
@@ -344,7 +422,9 @@ class HelperServer:
         writer: asyncio.StreamWriter,
         client: Client,
         request: RunScript | ExecCommand,
-    ) -> None:
+        keep_open: bool = False,
+    ) -> bool:
+        """Serve one run request; True if its completion kept the connection open."""
         peer, profile = client.peer, client.profile
         run_id = runs.new_run_id()
         record = RunRecord(client, runs.request_fields(request), run_id)
@@ -359,12 +439,12 @@ class HelperServer:
                     diagnostic=f"uid {peer.uid} already has {client.max_runs} runs in progress",
                 ),
             )
-            return
+            return False
         unusable = refusal_for(host_paths.run_problems(client.profile_name, profile))
         if unusable is not None:
             record("refused", logging.WARNING, reason=unusable)
             await send(writer, RunCompletion(status="refused", diagnostic=unusable))
-            return
+            return False
         script_fd: int | None = None
         try:
             if isinstance(request, RunScript):
@@ -379,7 +459,7 @@ class HelperServer:
                 os.close(script_fd)
             record("refused", reason=str(exc))
             await send(writer, RunCompletion(status="refused", diagnostic=str(exc)))
-            return
+            return False
 
         self._runs_per_uid[peer.uid] += 1
         ending = False
@@ -407,7 +487,7 @@ class HelperServer:
                 os.close(script_fd)
         if completion is None:
             record("killed", reason="client disconnected")
-            return
+            return False
         record(
             completion.status,
             exit=completion.exit_code,
@@ -415,4 +495,16 @@ class HelperServer:
             limit=completion.limit,
             diagnostic=None if completion.status == "success" else completion.diagnostic,
         )
+        if keep_open:
+            completion = msgspec.structs.replace(completion, keep_open=True)
         await send(writer, completion)
+        return keep_open
+
+
+class _ConnectionState:
+    """What a connection's handler is doing, for its last message."""
+
+    def __init__(self, task: asyncio.Task[None]) -> None:
+        self.task = task
+        self.idle = False  # a kept connection between requests
+        self.evicted = False  # closed while idle to admit a new connection at the limit

@@ -2,27 +2,34 @@
 streams, with the same frames, results and errors (the decoding is shared, not copied).
 
 Cancelling the task that awaits a call closes its connection, and the helper cancels a run
-whose client hung up: nothing of the run is left behind.
+whose client hung up: nothing of the run is left behind. A connection whose run completed is
+kept for the next run on the same event loop (see ``client``), unless ``reuse_connections`` is
+False.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
+import msgspec
 from roboz_helper import protocol
 from roboz_helper.protocol import ExecCommand, Greeting, ListScripts, RunScript
 
 from roboz.shed.safe_scripts.client import (
+    DEFAULT_CAPTURE_BYTES,
     HEADER_SIZE,
+    MAX_IDLE_CONNECTIONS,
     ClientRefused,
     ClientSettings,
     ConnectionLost,
     HelperBusy,
     HelperTimeout,
     ListingReader,
+    NotStarted,
     OutputCallback,
     RunReader,
     ScriptInfo,
@@ -31,7 +38,10 @@ from roboz.shed.safe_scripts.client import (
     command_request,
     connect_error,
     decode_frame,
+    first_frame,
     frame_length,
+    kept_open,
+    owner,
     refused_result,
     run_timeout,
     script_request,
@@ -53,6 +63,19 @@ class _AsyncConnection:
         self.reader = reader
         self.writer = writer
         self.timeout = timeout
+        self.loop = asyncio.get_running_loop()
+        self.owner = owner()
+
+    def reusable(self) -> bool:
+        """Ours (loop, process, identity), open, and nothing from the helper waiting (a
+        Closing frame or EOF)."""
+        return (
+            self.loop is asyncio.get_running_loop()
+            and self.owner == owner()
+            and not self.writer.is_closing()
+            and not self.reader.at_eof()
+            and not _buffered(self.reader)
+        )
 
     async def read_exactly(self, n: int) -> bytes:
         try:
@@ -113,29 +136,123 @@ class ScriptStream:
     async def _exchange(
         self, client: AsyncSafeScriptsClient, request: RunScript | ExecCommand
     ) -> AsyncGenerator[OutputChunk, None]:
+        if client.reuse_connections:
+            request = msgspec.structs.replace(request, keep_open=True)
+            conn = client.idle.take()
+            if conn is not None:
+                try:
+                    first = await _start(conn, request, reused=True)
+                except NotStarted:
+                    conn.close()  # the helper closed it unread: once more on a new connection
+                except BaseException:
+                    conn.close()
+                    raise
+                else:
+                    async for chunk in self._frames(client, conn, first):
+                        yield chunk
+                    return
         conn = await _connect(client)
         try:
-            try:
-                greeting = check_greeting(await conn.read())
-            except (ClientRefused, HelperBusy) as exc:
-                self.result = refused_result(exc)
-                return
-            conn.timeout = run_timeout(client.timeout, greeting)
-            await conn.send(request)
+            greeting = check_greeting(await conn.read())
+        except (ClientRefused, HelperBusy) as exc:
+            conn.close()
+            self.result = refused_result(exc)
+            return
+        except BaseException:
+            conn.close()
+            raise
+        conn.timeout = run_timeout(client.timeout, greeting)
+        try:
+            first = await _start(conn, request, reused=False)
+        except BaseException:
+            conn.close()
+            raise
+        async for chunk in self._frames(client, conn, first):
+            yield chunk
+
+    async def _frames(
+        self, client: AsyncSafeScriptsClient, conn: _AsyncConnection, frame: protocol.Response
+    ) -> AsyncGenerator[OutputChunk, None]:
+        keep = False
+        try:
             run = RunReader(client.max_capture_bytes)
             while True:
-                item = run.feed(await conn.read())
+                item = run.feed(frame)
                 if isinstance(item, ShellScriptResult):
                     self.result = item
+                    keep = client.reuse_connections and kept_open(frame)
                     return
                 yield OutputChunk(item.stream, item.data)
+                frame = await conn.read()
         finally:
+            if keep:
+                client.idle.keep(conn)
+            else:
+                conn.close()
+
+
+async def _start(
+    conn: _AsyncConnection, request: RunScript | ExecCommand, reused: bool
+) -> protocol.Response:
+    """Send the request; its first answer. NotStarted if a reused connection proves unread."""
+    try:
+        await conn.send(request)
+    except ConnectionLost:
+        if reused:
+            raise NotStarted from None
+        raise
+    return first_frame(await conn.read(), reused)
+
+
+class _IdleConnections:
+    """A client's kept connections between runs (one run at a time on each)."""
+
+    def __init__(self) -> None:
+        self._conns: list[_AsyncConnection] = []
+
+    def take(self) -> _AsyncConnection | None:
+        while self._conns:
+            conn = self._conns.pop()
+            if conn.reusable():
+                return conn
+            if conn.owner[0] == os.getpid():
+                conn.close()
+        return None
+
+    def keep(self, conn: _AsyncConnection) -> None:
+        if len(self._conns) < MAX_IDLE_CONNECTIONS:
+            self._conns.append(conn)
+        else:
             conn.close()
+
+    def close(self) -> None:
+        conns, self._conns = self._conns, []
+        for conn in conns:
+            conn.close()
+
+
+def _buffered(reader: asyncio.StreamReader) -> bool:
+    # StreamReader has no public "bytes waiting" query; an idle connection has none.
+    return bool(getattr(reader, "_buffer", b""))
 
 
 class AsyncSafeScriptsClient(ClientSettings):
     """Talk to a roboz-helper on ``socket_path`` from asyncio code; the same calls, results
     and errors as SafeScriptsClient, plus ``stream_script`` / ``stream_command``."""
+
+    def __init__(
+        self,
+        socket_path: str | os.PathLike[str],
+        timeout: float = 10.0,
+        max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
+        reuse_connections: bool = True,
+    ) -> None:
+        super().__init__(socket_path, timeout, max_capture_bytes, reuse_connections)
+        self.idle = _IdleConnections()
+
+    def close(self) -> None:
+        """Close the idle kept connections (a later run connects again)."""
+        self.idle.close()
 
     async def check(self) -> Greeting:
         """Connect and return the helper's greeting, or raise why that is not possible."""

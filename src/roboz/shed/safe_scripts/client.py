@@ -1,8 +1,14 @@
 """Blocking client for the SafeScripts helper daemon, and the exchange it shares with the
 asyncio client (``roboz.shed.safe_scripts.aio``).
 
-One call is one connection: connect, read the helper's greeting, send one request, read frames
-until the single RunCompletion. Transport and protocol failures raise SafeScriptsError subclasses;
+A call connects, reads the helper's greeting, sends one request and reads frames until the single
+RunCompletion. A run asks the helper to keep the connection open (``keep_open``); the next run
+from this client reuses it when it is idle, still alive, and this process and its identity are
+the ones that connected (peer credentials are the connection's). If the helper closes it
+instead of reading the request (Closing, or the send fails), the request is sent once more on a
+new connection; anything else that goes wrong on a connection closes it.
+
+Transport and protocol failures raise SafeScriptsError subclasses;
 a run that was refused, timed out or hit a limit is a normal result with that status, so an
 agent can read the diagnostic and react.
 """
@@ -11,13 +17,17 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import socket
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+import msgspec
 from roboz_helper import protocol
 from roboz_helper.protocol import (
+    Closing,
     ExecCommand,
     FrameError,
     Greeting,
@@ -38,6 +48,8 @@ HEADER_SIZE = protocol.HEADER.size
 # Slack on top of the profile's run timeout before the client stops waiting: the helper's own
 # deadline should always fire first and report `timeout` properly.
 _RUN_GRACE_S = 15.0
+# Idle kept connections a client holds at most (each holds one of the helper's connections).
+MAX_IDLE_CONNECTIONS = 16
 
 
 class SafeScriptsError(Exception):
@@ -243,9 +255,39 @@ def refused_result(exc: ClientRefused | HelperBusy) -> ShellScriptResult:
     return _empty_result("refused" if isinstance(exc, ClientRefused) else "busy", str(exc))
 
 
+class NotStarted(Exception):
+    """A kept connection ended before the helper read the request: send it on a new one."""
+
+
+def owner() -> tuple[int, int, int]:
+    """Who a connection speaks for: the helper saw this process and identity at connect."""
+    return os.getpid(), os.geteuid(), os.getegid()
+
+
+def first_frame(frame: protocol.Response, reused: bool) -> protocol.Response:
+    """The first answer to a request; on a reused connection Closing means it was not read."""
+    if isinstance(frame, Closing):
+        if reused:
+            raise NotStarted
+        raise ConnectionLost(f"the helper closed the connection: {frame.reason}")
+    return frame
+
+
+def kept_open(frame: protocol.Response) -> bool:
+    return isinstance(frame, RunCompletion) and frame.keep_open
+
+
 class _Connection:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.owner = owner()
+
+    def alive(self) -> bool:
+        """Nothing pending and not hung up: an idle connection the helper has not closed
+        (a Closing frame or EOF waiting would make it readable)."""
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        return not poller.poll(0)
 
     def recv_exactly(self, n: int) -> bytes:
         buf = bytearray()
@@ -279,18 +321,40 @@ class ClientSettings:
         socket_path: str | os.PathLike[str],
         timeout: float = 10.0,
         max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
+        reuse_connections: bool = True,
     ) -> None:
         self.socket_path = os.fspath(socket_path)
         self.timeout = timeout
         self.max_capture_bytes = max_capture_bytes
+        self.reuse_connections = reuse_connections
 
 
 class SafeScriptsClient(ClientSettings):
     """Talk to a roboz-helper on `socket_path`.
 
     `timeout` bounds connecting and each wait for a frame; while a run is in progress the wait
-    is stretched to the run's own time limit announced in the greeting.
+    is stretched to the run's own time limit announced in the greeting. Runs reuse kept
+    connections (one run at a time on each) unless `reuse_connections` is False; `close()`
+    drops the idle ones.
     """
+
+    def __init__(
+        self,
+        socket_path: str | os.PathLike[str],
+        timeout: float = 10.0,
+        max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
+        reuse_connections: bool = True,
+    ) -> None:
+        super().__init__(socket_path, timeout, max_capture_bytes, reuse_connections)
+        self._idle: list[_Connection] = []
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the idle kept connections (a later run connects again)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.sock.close()
 
     # --- public API ---------------------------------------------------------------------------
 
@@ -341,26 +405,81 @@ class SafeScriptsClient(ClientSettings):
             raise connect_error(exc, self.socket_path) from None
         return _Connection(sock)
 
+    def _take_idle(self) -> _Connection | None:
+        me = owner()
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return None
+                conn = self._idle.pop()
+            if conn.owner == me and conn.alive():
+                return conn
+            if conn.owner[0] == me[0]:
+                conn.sock.close()
+            # else: inherited over fork; the parent's connection is not ours to use or close
+
+    def _keep(self, conn: _Connection) -> None:
+        with self._lock:
+            if len(self._idle) < MAX_IDLE_CONNECTIONS:
+                self._idle.append(conn)
+                return
+        conn.sock.close()
+
     def _run(
         self, request: RunScript | ExecCommand, on_output: OutputCallback | None
     ) -> ShellScriptResult:
+        if self.reuse_connections:
+            request = msgspec.structs.replace(request, keep_open=True)
+            conn = self._take_idle()
+            if conn is not None:
+                try:
+                    return self._exchange(conn, request, on_output, reused=True)
+                except NotStarted:
+                    pass  # the helper closed it unread: once more on a new connection
         conn = self._connect()
         try:
+            greeting = check_greeting(conn.read())
+        except (ClientRefused, HelperBusy) as exc:
+            conn.sock.close()
+            return refused_result(exc)
+        except BaseException:
+            conn.sock.close()
+            raise
+        conn.sock.settimeout(run_timeout(self.timeout, greeting))
+        return self._exchange(conn, request, on_output, reused=False)
+
+    def _exchange(
+        self,
+        conn: _Connection,
+        request: RunScript | ExecCommand,
+        on_output: OutputCallback | None,
+        reused: bool,
+    ) -> ShellScriptResult:
+        keep = False
+        try:
             try:
-                greeting = check_greeting(conn.read())
-            except (ClientRefused, HelperBusy) as exc:
-                return refused_result(exc)
-            conn.sock.settimeout(run_timeout(self.timeout, greeting))
-            conn.send(request)
+                conn.send(request)
+            except ConnectionLost:
+                # Refused by a socket the helper had closed: the request never arrived. (An
+                # end without any answer after the request was sent proves nothing: no retry.)
+                if reused:
+                    raise NotStarted from None
+                raise
+            frame = first_frame(conn.read(), reused)
             run = RunReader(self.max_capture_bytes)
             while True:
-                item = run.feed(conn.read())
+                item = run.feed(frame)
                 if isinstance(item, ShellScriptResult):
+                    keep = self.reuse_connections and kept_open(frame)
                     return item
                 if on_output is not None:
                     on_output(item.stream, item.data)
+                frame = conn.read()
         finally:
-            conn.sock.close()
+            if keep:
+                self._keep(conn)
+            else:
+                conn.sock.close()
 
 
 def _raise_for_handshake(frame: RunCompletion) -> None:
