@@ -44,15 +44,21 @@ import importlib.util
 if importlib.util.find_spec("dbos") is None:  # pragma: no cover - installed with the extra
     raise ImportError("roboz.durable needs DBOS: pip install 'roboz[durable]'")
 
-from roboz.durable.client import DurableClient, RunHandle, workflow_id
+from roboz.durable.client import Cancelled, DurableClient, RunHandle, workflow_id
 from roboz.durable.driver import StepFailedError
-from roboz.durable.errors import DurableError, DurableSchemaError, WorkflowConflictError
+from roboz.durable.errors import (
+    DurableError,
+    DurableSchemaError,
+    TurnCancelledError,
+    WorkflowConflictError,
+)
 from roboz.durable.keys import idempotency_key
 from roboz.durable.runs import DurableRuns
 from roboz.durable.schema import migrate
 from roboz.durable.workflow import Question, TurnFailedError, TurnResult
 
 __all__ = [
+    "Cancelled",
     "DurableClient",
     "DurableError",
     "DurableRuns",
@@ -60,6 +66,7 @@ __all__ = [
     "Question",
     "RunHandle",
     "StepFailedError",
+    "TurnCancelledError",
     "TurnFailedError",
     "TurnResult",
     "WorkflowConflictError",

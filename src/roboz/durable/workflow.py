@@ -30,11 +30,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS
+from pydantic import TypeAdapter
 
 from roboz.agent.drivers import drive
 from roboz.agent.errors import AgentRunError
+from roboz.agent.goals import as_goal
 from roboz.agent.request import RunRequest
+from roboz.agent.tasks import TASK_TOOLS
 from roboz.agent.turn import Turn
+from roboz.durable.cancel import cancelled
 from roboz.durable.conversation import DurableConversation, Row, Updated
 from roboz.durable.driver import DurableDriver, ReplayGate
 from roboz.durable.errors import DurableError
@@ -42,6 +46,8 @@ from roboz.durable.keys import in_step
 from roboz.models import Message, Role, Stop, Str, StrImage
 from roboz.runtime.events import EventPipe
 from roboz.runtime.io import use_user_io
+from roboz.threads import AgentTask, AgentThreadGoalRecord
+from roboz.threads._rows import dump_list
 from roboz.threads._runs import StoredRunMessage
 from roboz.threads.record import AgentThreadStatus
 
@@ -87,6 +93,20 @@ class Started:
     rows: list[StoredRunMessage]
     new: list[Message]
     first_seq: int
+    tasks: str = "[]"
+    """The thread's task list when the turn began (JSON, as stored)."""
+    goals: str = "[]"
+    """The thread's goals when the turn began (JSON, as stored)."""
+
+
+Snapshot = tuple[str | None, str | None]
+"""What a write sets besides messages: the task list and the goals (JSON), None: unchanged."""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelSignal:
+    """Sent to a turn waiting on the user when it is cancelled: DBOS's ``recv`` does not
+    notice a cancellation, so this wakes it to stop."""
 
 
 class Host:
@@ -96,13 +116,24 @@ class Host:
     schema: str
     ask_timeout_s: float
     progress: bool
-    begin: Callable[[str, str, list[Message], Message, Callable[[], None]], Started]
+    begin: Callable[[str, str, str, list[Message], Message, Callable[[], None]], Started]
     write: Callable[
-        [str, list[Row], list[Updated], AgentThreadStatus | None, Callable[[], None]], int
+        [
+            str,
+            str,
+            list[Row],
+            list[Updated],
+            AgentThreadStatus | None,
+            Snapshot,
+            Callable[[], None],
+        ],
+        int,
     ]
 
 
 _host: Host | None = None
+_TASKS = TypeAdapter(list[AgentTask])
+_GOALS = TypeAdapter(list[AgentThreadGoalRecord])
 
 
 def set_host(host: Host | None) -> None:
@@ -134,6 +165,8 @@ class DurableUserIO:
         self._asked += 1
         DBOS.set_event(QUESTION_EVENT, Question(number, prompt))
         reply = DBOS.recv(ANSWER_TOPIC, timeout_seconds=timeout or self._timeout_s)
+        if isinstance(reply, CancelSignal):
+            raise cancelled(DBOS.workflow_id or "")
         DBOS.set_event(QUESTION_EVENT, None)
         return None if reply is None else Str(value=str(reply))
 
@@ -141,8 +174,48 @@ class DurableUserIO:
         return None
 
 
+class DurableTurn(Turn):
+    """A durable turn's tasks and goals: a change is kept until the turn's next thread write,
+    which sets the thread's snapshot in the same transaction as the messages (so exactly
+    once, and a replay, which returns the recorded write, sets nothing).
+
+    The task tools run inline (no step), so a replay rebuilds the same list; a tool that
+    changes tasks or goals from inside a step would not be replayed, so it is refused.
+    """
+
+    tasks_changed: bool = False
+    goals_changed: bool = False
+
+    def _refuse_in_step(self) -> None:
+        if in_step():
+            raise DurableError(
+                "a durable tool step cannot change the turn's tasks or goals (a replay would "
+                "not repeat it): declare the tool @tool(pure=True)"
+            )
+
+    def save_tasks(self) -> None:
+        self._refuse_in_step()
+        self.tasks.sort(key=lambda task: task.position)
+        self.tasks_changed = True
+
+    def save_goals(self) -> None:
+        self._refuse_in_step()
+        self.goals_changed = True
+
+    def take_snapshot(self) -> Snapshot:
+        tasks = dump_list(self.tasks) if self.tasks_changed else None
+        goals = None
+        if self.goals_changed:
+            ordered = sorted(self.goals, key=lambda g: (g.message_sequence_num, g.created))
+            goals = dump_list(ordered)
+        self.tasks_changed = self.goals_changed = False
+        return tasks, goals
+
+
 @DBOS.workflow(name=WORKFLOW)
-def run_turn(agent_name: str, text: str, thread_id: str) -> TurnResult:
+def run_turn(
+    agent_name: str, text: str, thread_id: str, goals: list[dict[str, Any]] | None = None
+) -> TurnResult:
     from roboz.agent.persistence import restore
 
     host = _current_host()
@@ -152,29 +225,49 @@ def run_turn(agent_name: str, text: str, thread_id: str) -> TurnResult:
             f"this worker serves no agent {agent_name!r} (it serves: "
             f"{', '.join(sorted(host.agents)) or 'none'})"
         )
+    asked = [as_goal(goal) for goal in goals or ()]
+    unknown = sorted({g.goal_type for g in asked} - set(agent.goal_checks))
+    if unknown:  # refused before the thread is touched
+        raise DurableError(
+            f"agent {agent.name!r} has no check for goal type(s) {', '.join(unknown)} "
+            f"(known: {sorted(agent.goal_checks)})"
+        )
     workflow_id = DBOS.workflow_id or ""
     gate = ReplayGate(agent.event_pipe)
     user = Message(role=Role.USER, content=text)
-    started = host.begin(thread_id, agent.name, list(agent.initial_messages), user, gate.open)
+    initial = list(agent.initial_messages)
+    started = host.begin(workflow_id, thread_id, agent.name, initial, user, gate.open)
     history, seqs = restore(started.rows)
     new = started.new
     seqs += range(started.first_seq, started.first_seq + len(new))
-    conversation = DurableConversation([*history, *new], seqs, _writer(host, thread_id, gate))
+    turn = DurableTurn(
+        scope=agent.scope,
+        thread_id=thread_id,
+        tasks=_TASKS.validate_json(started.tasks),
+        goals=_GOALS.validate_json(started.goals),
+    )
+    writer = _writer(host, workflow_id, thread_id, gate, turn)
+    conversation = DurableConversation([*history, *new], seqs, writer)
     inline = [agent.ask_user_tool] if agent.ask_user_tool is not None else []
-    cancel = threading.Event()
 
     def factory(cancel: threading.Event) -> DurableDriver:
-        return DurableDriver(cancel, conversation, inline, gate, progress=host.progress)
+        return DurableDriver(
+            cancel, conversation, inline, gate, progress=host.progress, replayed=TASK_TOOLS
+        )
 
     runner = copy.copy(agent)
     runner.event_pipe = EventPipe([gate])
 
-    turn = Turn(scope=agent.scope, thread_id=thread_id)
     try:
         with use_user_io(DurableUserIO(host.ask_timeout_s)):
             result: Any = drive(
                 runner._run_turn(  # pyright: ignore[reportPrivateUsage]
-                    conversation, factory, cancel, turn, RunRequest(), []
+                    conversation,
+                    factory,
+                    threading.Event(),
+                    turn,
+                    RunRequest(goals=tuple(asked)),
+                    [],
                 )
             )
     except AgentRunError as error:
@@ -188,9 +281,10 @@ def run_turn(agent_name: str, text: str, thread_id: str) -> TurnResult:
 
 
 def _writer(
-    host: Host, thread_id: str, gate: ReplayGate
+    host: Host, workflow_id: str, thread_id: str, gate: ReplayGate, turn: DurableTurn
 ) -> Callable[[list[Row], list[Updated], AgentThreadStatus | None], None]:
     def write(rows: list[Row], updated: list[Updated], status: AgentThreadStatus | None) -> None:
-        host.write(thread_id, rows, updated, status, gate.open)
+        snapshot = turn.take_snapshot()
+        host.write(workflow_id, thread_id, rows, updated, status, snapshot, gate.open)
 
     return write
