@@ -13,6 +13,7 @@ A worker process serves agents (``DurableRuns.launch``); anything else enqueues 
     client = DurableClient(url)
     handle = client.enqueue("helper", "summarize my inbox", thread_id="t1", turn=7)
     handle.result(timeout=120).output              # the turn's Stop
+    client.retrieve("t1/7").cancel()               # from anywhere: stop it at its next step
 
 What durability means here, part by part:
 
@@ -29,6 +30,9 @@ What durability means here, part by part:
   the one recorded by its first step, never the thread re-read on resume.
 - ``ask_user`` waits durably (DBOS ``set_event``/``recv``): ``RunHandle.question()`` and
   ``RunHandle.answer(text)`` (``workflow``).
+- ``RunHandle.cancel()`` stops a turn at its next step and ends its thread as a cancelled
+  run (``cancel``); ``enqueue(..., goals=...)`` gives a turn goals, and its task list and
+  goals are written with its messages (``workflow.DurableTurn``).
 - The queue is partitioned by thread with one turn per thread at a time; ``worker_concurrency``
   and ``concurrency`` bound turns per worker and overall (``runs``).
 - A database that is unreachable, lacks the schema, or has a newer one is refused in one
