@@ -169,3 +169,49 @@ def test_the_next_turn_ends_a_cancelled_turn_its_canceller_left(
     assert after.first_seq == left + 1
     assert [extras for _, _, extras in rows].count(NOTICE) == 1
     assert thread_status(durable_url, "d") == "user_turn"
+
+
+def test_the_next_turn_ends_a_turn_that_failed_without_ending_its_thread(
+    durable_url: str, workers: list[Worker], tmp_path: Path
+) -> None:
+    """A turn whose thread write is refused (someone else wrote to the thread while it ran)
+    fails with the thread still the agent's; the next turn ends it with a notice first."""
+    from roboz.threads import AgentMessage, AgentMessageStatus, AgentRole, AgentTextContent
+    from roboz.threads.postgres import PostgresThreadStore
+
+    hang = tmp_path / "hang"
+    hang.write_text("0")
+    workers.append(Worker(durable_url, "host-a:roboz:0", ROBOZ_TEST_HANG=str(hang)))
+    with DurableClient(durable_url) as client:
+        handle = client.enqueue("worker", "go", thread_id="x", turn=1)
+        wait_for(Path(f"{hang}.entered"))
+        store = PostgresThreadStore(durable_url)
+        intruder = AgentMessage(
+            role=AgentRole.USER,
+            content=[AgentTextContent(text="hi")],
+            status=AgentMessageStatus.COMPLETED,
+        )
+        store.append_message("x", intruder)  # takes the sequence number the turn writes next
+        hang.write_text("go on")
+        with pytest.raises(Exception, match="another writer's message"):
+            handle.result(timeout=60)
+        assert handle.status() == "ERROR"
+        assert thread_status(durable_url, "x") == "roboto_turn"
+        left = len(thread_rows(durable_url, "x"))
+        after = client.enqueue("worker", "again", thread_id="x", turn=2).result(timeout=60)
+    rows = thread_rows(durable_url, "x")
+    assert_contiguous(rows)
+    assert rows[left][1:] == ("roboto", NOTICE)
+    assert "turn 'x/1' ended (ERROR) before finishing" in last_content_at(durable_url, "x", left)
+    assert after.first_seq == left + 1
+    assert thread_status(durable_url, "x") == "user_turn"
+
+
+def last_content_at(url: str, thread_id: str, seq: int) -> str:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT content FROM roboz.messages WHERE thread_id = %s AND seq = %s",
+            (thread_id, seq),
+        ).fetchone()
+    assert row is not None
+    return str(row[0])
