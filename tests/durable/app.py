@@ -122,6 +122,10 @@ def reply(records: list[ProviderRecord]) -> dict[str, object] | str:
     said = [r["content"] for r in records if _said_by_user(r)]
     if said and said[-1] == "plan":
         return _plan(records)
+    if said and said[-1] == "look it up":  # the client runs lookup, then the turn goes on
+        if '"found"' not in last:
+            return {"action": "lookup", "q": "answer"}
+        return {"action": "stop", "value": f"the client found {last[-30:]}"}
     if said and said[-1] == "fail":
         return "not an action"  # every repair too: the run ends with AgentReplyError
     if "ask me" in last and "Tool ask_user" not in last and "four" not in last:

@@ -32,7 +32,9 @@ What durability means here, part by part:
   ``RunHandle.answer(text)`` (``workflow``).
 - ``RunHandle.cancel()`` stops a turn at its next step and ends its thread as a cancelled
   run (``cancel``); ``enqueue(..., goals=...)`` gives a turn goals, and its task list and
-  goals are written with its messages (``workflow.DurableTurn``).
+  goals are written with its messages (``workflow.DurableTurn``); ``client_tools=`` end a
+  turn waiting for the client, and ``DurableClient.submit_tool_results`` continues it as a
+  new turn (``waiting``).
 - The queue is partitioned by thread with one turn per thread at a time; ``worker_concurrency``
   and ``concurrency`` bound turns per worker and overall (``runs``).
 - A database that is unreachable, lacks the schema, or has a newer one is refused in one

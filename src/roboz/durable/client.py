@@ -35,7 +35,7 @@ from roboz.durable.workflow import (
     Question,
     TurnResult,
 )
-from roboz.threads import AgentGoal
+from roboz.threads import AgentGoal, ClientToolSpec
 
 _THREAD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 _TURN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -168,31 +168,76 @@ class DurableClient:
         thread_id: str,
         turn: int | str | None = None,
         goals: Sequence[AgentGoal | Mapping[str, Any]] = (),
+        client_tools: Sequence[ClientToolSpec | Mapping[str, Any]] = (),
     ) -> RunHandle:
         """Queue ``agent``'s turn on ``thread_id`` with the user's message ``input``.
 
         ``goals`` are the turn's goals, as for ``Agent.invoke(goals=...)``: the worker's agent
         checks them with its ``goal_checks`` (a goal type it has no check for fails the turn
-        before it touches the thread)."""
-        from dbos import EnqueueOptions
-
+        before it touches the thread). ``client_tools`` are offered to the LLM and run by the
+        caller: a turn that calls one ends waiting for its result (``TurnResult.pending``);
+        continue it with :meth:`submit_tool_results`."""
+        from roboz.agent.client_tools import client_tools as offer
         from roboz.agent.goals import as_goal
 
         asked = [as_goal(goal).model_dump(mode="json") for goal in goals]
+        specs = [
+            (s if isinstance(s, ClientToolSpec) else ClientToolSpec.model_validate(s)).model_dump(
+                mode="json"
+            )
+            for s in client_tools
+        ]
+        offer(specs)  # a schema the worker could not enforce is refused here, not there
         if turn is None:
             turn = self._next_turn(thread_id)
+        return self._enqueue(workflow_id(thread_id, turn), agent, input, thread_id, asked, specs)
+
+    def submit_tool_results(
+        self,
+        agent: str,
+        thread_id: str,
+        results: Mapping[str, Any],
+        *,
+        turn: int | str | None = None,
+    ) -> RunHandle:
+        """Answer the client tool uses ``thread_id`` waits for and continue its turn, as a
+        new durable turn of ``agent`` (the client tools are the waiting turn's).
+
+        ``results`` maps each pending ``tool_use_id`` to what the tool returned (text or
+        JSON). Unknown or missing ids raise ClientToolError and record nothing. The
+        continuation's id is ``"<thread_id>/<turn>"``, by default derived from the answered
+        ids, so submitting the same results again returns the run already there."""
+        import psycopg
+
+        from roboz.durable.waiting import take
+
+        answered = sorted(results)
+        if turn is None:
+            turn = "results." + ".".join(answered)
         wid = workflow_id(thread_id, turn)
+        found = self.dbos.list_workflows(workflow_ids=[wid], load_input=False, load_output=False)
+        if not found:  # checked before enqueueing: a wrong submission leaves nothing behind
+            with psycopg.connect(self.url) as conn, conn.transaction():
+                take(conn, self.schema, thread_id, answered)
+                raise psycopg.Rollback()  # only checked: the turn's begin takes the results
+        return self._enqueue(wid, agent, "", thread_id, None, None, dict(results))
+
+    def _enqueue(self, wid: str, agent: str, *args: Any) -> RunHandle:
+        from dbos import EnqueueOptions
+
         options: EnqueueOptions = {
             "workflow_name": WORKFLOW,
             "queue_name": self.queue,
             "workflow_id": wid,
-            "queue_partition_key": thread_id,
+            "queue_partition_key": args[1],
         }
         if self.application_version is not None:
             options["app_version"] = self.application_version
-        args: tuple[Any, ...] = (agent, input, thread_id, *([asked] if asked else []))
-        handle: Any = self.dbos.enqueue(options, *args)  # pyright: ignore[reportUnknownVariableType]
-        self._check_same(wid, args)
+        given: tuple[Any, ...] = (agent, *args)
+        while given[-1] in (None, [], {}):  # run_turn's defaults: older turns' inputs match
+            given = given[:-1]
+        handle: Any = self.dbos.enqueue(options, *given)  # pyright: ignore[reportUnknownVariableType]
+        self._check_same(wid, given)
         return RunHandle(self, wid, handle)
 
     def cancel(self, workflow_id: str) -> Cancelled:

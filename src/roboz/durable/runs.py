@@ -159,7 +159,7 @@ class DurableRuns:
 
     def _host(self) -> Host:
         from roboz.agent.persistence import restore, thread_row
-        from roboz.durable import cancel
+        from roboz.durable import cancel, waiting
         from roboz.threads import turn_rows
 
         datasource = self._datasource
@@ -176,7 +176,8 @@ class DurableRuns:
             thread_id: str,
             created_by: str,
             initial: list[Message],
-            user: Message,
+            user: Message | None,
+            answered: list[str] | None,
             ran: Callable[[], None],
         ) -> Started:
             ran()
@@ -185,10 +186,11 @@ class DurableRuns:
             held, _ = cancel.holder(raw, schema, thread_id)
             if held is not None and held != workflow_id:  # its canceller died before ending it
                 cancel.end_cancelled(raw, schema, thread_id, held)
+            context = waiting.take(raw, schema, thread_id, answered)
             rows, first = turn_rows.begin_turn(raw, schema, thread_id, created_by=created_by)
             cancel.mark(raw, schema, thread_id, workflow_id)
             history, seqs = restore(rows)
-            new = [*([] if rows else initial), user]
+            new = [] if user is None else [*([] if rows else initial), user]
             previous = (seqs[-1], history[-1]) if history else None
             written: list[Row] = []
             for offset, message in enumerate(new):
@@ -200,7 +202,7 @@ class DurableRuns:
             tasks, goals = raw.execute(
                 f'SELECT tasks, goals FROM "{schema}".threads WHERE thread_id = %s', (thread_id,)
             ).fetchone()
-            return Started(rows, new, first, tasks or "[]", goals or "[]")
+            return Started(rows, new, first, tasks or "[]", goals or "[]", context)
 
         def write_tx(
             workflow_id: str,
@@ -215,13 +217,16 @@ class DurableRuns:
             raw = _Statements(datasource.sql_session())
             cancel.guard(raw, workflow_id)
             count = turn_rows.write_rows(raw, schema, thread_id, rows, updated)
-            for part, value in zip(("tasks", "goals"), snapshot, strict=True):
+            tasks, goals, context = snapshot
+            for part, value in (("tasks", tasks), ("goals", goals)):
                 if value is not None:  # the turn's task list or goals changed
                     raw.execute(
                         f'UPDATE "{schema}".threads SET revision = revision + 1, {part} = %s, '
                         f"{part}_revision = revision + 1 WHERE thread_id = %s",
                         (value, thread_id),
                     )
+            if context is not None:  # the client tool uses the thread now waits for
+                waiting.keep(raw, schema, thread_id, context)
             if status is not None:
                 turn_rows.end_turn(raw, schema, thread_id, status)
                 cancel.mark(raw, schema, thread_id, None)
@@ -232,7 +237,8 @@ class DurableRuns:
             thread_id: str,
             created_by: str,
             initial: list[Message],
-            user: Message,
+            user: Message | None,
+            answered: list[str] | None,
             ran: Callable[[], None],
         ) -> Started:
             return datasource.run_tx_step(
@@ -243,6 +249,7 @@ class DurableRuns:
                 created_by,
                 initial,
                 user,
+                answered,
                 ran,
             )
 

@@ -24,18 +24,21 @@ agent's, so concurrent turns of one agent keep their run state apart.)
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dbos import DBOS
 from pydantic import TypeAdapter
 
+from roboz.agent.client_tools import ClientToolTurn, ClientToolUse
+from roboz.agent.client_tools import client_tools as offer_client_tools
 from roboz.agent.drivers import drive
 from roboz.agent.errors import AgentRunError
 from roboz.agent.goals import as_goal
-from roboz.agent.request import RunRequest
+from roboz.agent.request import RunRequest, record_results
 from roboz.agent.tasks import TASK_TOOLS
 from roboz.agent.turn import Turn
 from roboz.durable.cancel import cancelled
@@ -69,11 +72,16 @@ class TurnResult:
 
     workflow_id: str
     thread_id: str
-    output: Stop
+    output: Stop | None
+    """The turn's Stop; None when it waits for client tool results (``pending``)."""
     first_seq: int
-    """Sequence number of the turn's user message."""
+    """Sequence number of the turn's user message (a continuation after client tool results:
+    of the result it recorded)."""
     last_seq: int
     """Sequence number of the turn's last message."""
+    pending: tuple[ClientToolUse, ...] = ()
+    """The client tool uses the thread waits for: run them, then
+    ``DurableClient.submit_tool_results``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +105,13 @@ class Started:
     """The thread's task list when the turn began (JSON, as stored)."""
     goals: str = "[]"
     """The thread's goals when the turn began (JSON, as stored)."""
+    context: str = "{}"
+    """The thread's run context when the turn began (JSON: client tools, scope, ...)."""
 
 
-Snapshot = tuple[str | None, str | None]
-"""What a write sets besides messages: the task list and the goals (JSON), None: unchanged."""
+Snapshot = tuple[str | None, str | None, str | None]
+"""What a write sets besides messages: the task list, the goals and the run context (JSON),
+None: unchanged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +127,10 @@ class Host:
     schema: str
     ask_timeout_s: float
     progress: bool
-    begin: Callable[[str, str, str, list[Message], Message, Callable[[], None]], Started]
+    begin: Callable[
+        [str, str, str, list[Message], Message | None, list[str] | None, Callable[[], None]],
+        Started,
+    ]
     write: Callable[
         [
             str,
@@ -185,6 +199,8 @@ class DurableTurn(Turn):
 
     tasks_changed: bool = False
     goals_changed: bool = False
+    context: str | None = None
+    """A run context to write with the next write (the client tool uses the thread waits for)."""
 
     def _refuse_in_step(self) -> None:
         if in_step():
@@ -209,13 +225,21 @@ class DurableTurn(Turn):
             ordered = sorted(self.goals, key=lambda g: (g.message_sequence_num, g.created))
             goals = dump_list(ordered)
         self.tasks_changed = self.goals_changed = False
-        return tasks, goals
+        context, self.context = self.context, None
+        return tasks, goals, context
 
 
 @DBOS.workflow(name=WORKFLOW)
 def run_turn(
-    agent_name: str, text: str, thread_id: str, goals: list[dict[str, Any]] | None = None
+    agent_name: str,
+    text: str,
+    thread_id: str,
+    goals: list[dict[str, Any]] | None = None,
+    client_tools: list[dict[str, Any]] | None = None,
+    results: dict[str, Any] | None = None,
 ) -> TurnResult:
+    """One turn: the user's ``text``, or (``results`` given) the continuation of a turn that
+    waits for client tool results, with those results."""
     from roboz.agent.persistence import restore
 
     host = _current_host()
@@ -232,11 +256,14 @@ def run_turn(
             f"agent {agent.name!r} has no check for goal type(s) {', '.join(unknown)} "
             f"(known: {sorted(agent.goal_checks)})"
         )
+    request = RunRequest(goals=tuple(asked), client_tools=tuple(client_tools or ()))
+    offer_client_tools(request.client_tools)  # a spec it cannot enforce: refused here
     workflow_id = DBOS.workflow_id or ""
     gate = ReplayGate(agent.event_pipe)
-    user = Message(role=Role.USER, content=text)
+    user = None if results is not None else Message(role=Role.USER, content=text)
+    answered = None if results is None else sorted(results)
     initial = list(agent.initial_messages)
-    started = host.begin(workflow_id, thread_id, agent.name, initial, user, gate.open)
+    started = host.begin(workflow_id, thread_id, agent.name, initial, user, answered, gate.open)
     history, seqs = restore(started.rows)
     new = started.new
     seqs += range(started.first_seq, started.first_seq + len(new))
@@ -247,7 +274,13 @@ def run_turn(
         goals=_GOALS.validate_json(started.goals),
     )
     writer = _writer(host, workflow_id, thread_id, gate, turn)
-    conversation = DurableConversation([*history, *new], seqs, writer)
+    conversation = DurableConversation([*history, *new], seqs, writer, thread_id)
+    if results is not None:  # the client tools the waiting turn offered
+        request = RunRequest.from_context(json.loads(started.context))
+    offered = offer_client_tools(request.client_tools)
+    resume = None
+    if results is not None:
+        resume = record_results(cast(Any, conversation), offered, results)
     inline = [agent.ask_user_tool] if agent.ask_user_tool is not None else []
 
     def factory(cancel: threading.Event) -> DurableDriver:
@@ -262,21 +295,24 @@ def run_turn(
         with use_user_io(DurableUserIO(host.ask_timeout_s)):
             result: Any = drive(
                 runner._run_turn(  # pyright: ignore[reportPrivateUsage]
-                    conversation,
-                    factory,
-                    threading.Event(),
-                    turn,
-                    RunRequest(goals=tuple(asked)),
-                    [],
+                    conversation, factory, threading.Event(), turn, request, offered, resume
                 )
             )
     except AgentRunError as error:
         conversation.flush(AgentThreadStatus.USER_TURN)
         raise TurnFailedError(f"agent {agent.name!r}: {error}") from None
+    first = started.first_seq + len(new) - 1 if new else started.first_seq
+    if isinstance(result, ClientToolTurn):
+        pending = tuple(result.pending)
+        turn.context = json.dumps(request.context([use.tool_use_id for use in pending]))
+        conversation.flush(AgentThreadStatus.CLIENT_TOOL_TURN)
+        last = conversation.last_seq
+        return TurnResult(
+            workflow_id, thread_id, None, first, first if last is None else last, pending
+        )
     conversation.flush(turn.end_status)
     stop, _ = result
     last = conversation.last_seq
-    first = started.first_seq + len(new) - 1
     return TurnResult(workflow_id, thread_id, stop, first, first if last is None else last)
 
 
