@@ -16,10 +16,12 @@ from pathlib import Path
 import psycopg
 
 from roboz import Agent, tool
+from roboz.agent.tasks import TASK_TOOLS
 from roboz.durable import DurableRuns, idempotency_key
 from roboz.llm import FunctionEndpoint, ProviderRecord
-from roboz.models import Empty, Message
+from roboz.models import Empty, Message, Stop
 from roboz.runtime.events import Event
+from roboz.threads import AgentGoal
 from roboz.tools import stop
 
 URL = os.environ.get("ROBOZ_TEST_DURABLE_URL", "")
@@ -96,9 +98,34 @@ def _done(records: list[ProviderRecord]) -> list[int]:
     return found
 
 
+def _plan(records: list[ProviderRecord]) -> dict[str, object]:
+    """A turn with goals and tasks: create a task, do step 0, stop short of the goal, and
+    stop again once told the goal is not met."""
+    users = [i for i, r in enumerate(records) if _said_by_user(r)]
+    turn = " ".join(r["content"] for r in records[users[-1] + 1 :])
+    if "Tasks:" not in turn:
+        return {"action": "create_task", "title": "write it"}
+    if not _done(records):
+        return {"action": "effect", "n": 0}
+    if "goals of the request are not met" not in turn:
+        return {"action": "stop", "value": "not yet"}
+    return {"action": "stop", "value": "done"}
+
+
+def said_word(goal: AgentGoal, messages: list[Message], output: Stop) -> bool | str:
+    word = str(getattr(goal, "word", ""))
+    return word in str(output.value) or f"the answer does not say {word!r}"
+
+
 def reply(records: list[ProviderRecord]) -> dict[str, object] | str:
     last = records[-1]["content"]
     said = [r["content"] for r in records if _said_by_user(r)]
+    if said and said[-1] == "plan":
+        return _plan(records)
+    if said and said[-1] == "look it up":  # the client runs lookup, then the turn goes on
+        if '"found"' not in last:
+            return {"action": "lookup", "q": "answer"}
+        return {"action": "stop", "value": f"the client found {last[-30:]}"}
     if said and said[-1] == "fail":
         return "not an action"  # every repair too: the run ends with AgentReplyError
     if "ask me" in last and "Tool ask_user" not in last and "four" not in last:
@@ -120,8 +147,9 @@ def log_event(event: Event) -> None:
 worker = Agent(
     name="worker",
     agent_endpoint=FunctionEndpoint(reply),
-    tools=[effect, double, stop],
+    tools=[effect, double, stop, *TASK_TOOLS],
     event_sinks=[log_event],
+    goal_checks={"said": said_word},
 )
 
 runs = DurableRuns(

@@ -13,6 +13,7 @@ A worker process serves agents (``DurableRuns.launch``); anything else enqueues 
     client = DurableClient(url)
     handle = client.enqueue("helper", "summarize my inbox", thread_id="t1", turn=7)
     handle.result(timeout=120).output              # the turn's Stop
+    client.retrieve("t1/7").cancel()               # from anywhere: stop it at its next step
 
 What durability means here, part by part:
 
@@ -29,6 +30,11 @@ What durability means here, part by part:
   the one recorded by its first step, never the thread re-read on resume.
 - ``ask_user`` waits durably (DBOS ``set_event``/``recv``): ``RunHandle.question()`` and
   ``RunHandle.answer(text)`` (``workflow``).
+- ``RunHandle.cancel()`` stops a turn at its next step and ends its thread as a cancelled
+  run (``cancel``); ``enqueue(..., goals=...)`` gives a turn goals, and its task list and
+  goals are written with its messages (``workflow.DurableTurn``); ``client_tools=`` end a
+  turn waiting for the client, and ``DurableClient.submit_tool_results`` continues it as a
+  new turn (``waiting``).
 - The queue is partitioned by thread with one turn per thread at a time; ``worker_concurrency``
   and ``concurrency`` bound turns per worker and overall (``runs``).
 - A database that is unreachable, lacks the schema, or has a newer one is refused in one
@@ -44,15 +50,21 @@ import importlib.util
 if importlib.util.find_spec("dbos") is None:  # pragma: no cover - installed with the extra
     raise ImportError("roboz.durable needs DBOS: pip install 'roboz[durable]'")
 
-from roboz.durable.client import DurableClient, RunHandle, workflow_id
+from roboz.durable.client import Cancelled, DurableClient, RunHandle, workflow_id
 from roboz.durable.driver import StepFailedError
-from roboz.durable.errors import DurableError, DurableSchemaError, WorkflowConflictError
+from roboz.durable.errors import (
+    DurableError,
+    DurableSchemaError,
+    TurnCancelledError,
+    WorkflowConflictError,
+)
 from roboz.durable.keys import idempotency_key
 from roboz.durable.runs import DurableRuns
 from roboz.durable.schema import migrate
 from roboz.durable.workflow import Question, TurnFailedError, TurnResult
 
 __all__ = [
+    "Cancelled",
     "DurableClient",
     "DurableError",
     "DurableRuns",
@@ -60,6 +72,7 @@ __all__ = [
     "Question",
     "RunHandle",
     "StepFailedError",
+    "TurnCancelledError",
     "TurnFailedError",
     "TurnResult",
     "WorkflowConflictError",

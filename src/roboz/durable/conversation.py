@@ -59,8 +59,10 @@ class DurableConversation(list[Message]):
         messages: Iterable[Message],
         seqs: Sequence[int],
         write: Write,
+        thread_id: str | None = None,
     ) -> None:
         super().__init__(messages)
+        self.thread_id = thread_id
         self._seqs = list(seqs)  # read by roboz.agent.turn.sequence_numbers
         self._written = len(self)
         self._next_seq = (self._seqs[-1] + 1) if self._seqs else 0

@@ -13,6 +13,9 @@ scheduler, which is deterministic given its inputs).
   it :func:`~roboz.durable.idempotency_key` gives ``"<workflow_id>:<step_id>"``.
 - A tool declared ``pure`` (``@tool(pure=True)``) runs inline, costing no step: a replay just
   computes it again.
+- The task tools (``TASK_TOOLS``) run inline as well: they only change the turn's task list,
+  which a replay must rebuild (``DurableTurn``); the list reaches the thread with the next
+  write.
 - ``ask_user`` runs inline too: it waits with DBOS ``recv``, which DBOS records itself.
 - Before a tool step (and at the end of the turn) the messages appended since the last write
   are written to the thread (``DurableConversation.flush``), so the thread shows the action a
@@ -99,15 +102,17 @@ class DurableDriver(SyncDriver):
         gate: ReplayGate,
         *,
         progress: bool = True,
+        replayed: Sequence[Tool] = (),
     ) -> None:
         super().__init__(cancel)
         self._gate = gate
         self._conversation = conversation
         self._inline = {id(t) for t in inline}
+        self._replayed = {id(t) for t in replayed}
         self._progress = progress
 
     async def call_tool(self, tool: Tool, value: Empty, messages: list[Message]) -> Any:
-        if tool.pure:
+        if tool.pure or id(tool) in self._replayed:
             return await super().call_tool(tool, value, messages)
         if id(tool) in self._inline:  # ask_user: waits on DBOS recv, which DBOS records
             self._conversation.flush()  # the question is in the thread while the turn waits

@@ -16,3 +16,7 @@ class DurableSchemaError(DurableError):
 
 class WorkflowConflictError(DurableError):
     """A workflow id (thread and turn) was reused with a different input."""
+
+
+class TurnCancelledError(DurableError):
+    """The durable turn was cancelled (``RunHandle.cancel``); the thread holds what it wrote."""

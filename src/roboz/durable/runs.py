@@ -27,7 +27,7 @@ from roboz.agent.errors import AgentConfigurationError
 from roboz.durable._urls import sqlalchemy_url
 from roboz.durable.conversation import Row, Updated
 from roboz.durable.errors import DurableError
-from roboz.durable.workflow import Host, Started, set_host
+from roboz.durable.workflow import Host, Snapshot, Started, set_host
 from roboz.models import Message
 from roboz.threads.record import AgentThreadStatus
 
@@ -159,6 +159,7 @@ class DurableRuns:
 
     def _host(self) -> Host:
         from roboz.agent.persistence import restore, thread_row
+        from roboz.durable import cancel, waiting
         from roboz.threads import turn_rows
 
         datasource = self._datasource
@@ -171,17 +172,25 @@ class DurableRuns:
         options: Any = {"isolation_level": "READ COMMITTED"}
 
         def begin_tx(
+            workflow_id: str,
             thread_id: str,
             created_by: str,
             initial: list[Message],
-            user: Message,
+            user: Message | None,
+            answered: list[str] | None,
             ran: Callable[[], None],
         ) -> Started:
             ran()
             raw = _Statements(datasource.sql_session())
+            cancel.guard(raw, workflow_id)
+            held, _ = cancel.holder(raw, schema, thread_id)
+            if held is not None and held != workflow_id:  # its canceller died before ending it
+                cancel.end_cancelled(raw, schema, thread_id, held)
+            context = waiting.take(raw, schema, thread_id, answered)
             rows, first = turn_rows.begin_turn(raw, schema, thread_id, created_by=created_by)
+            cancel.mark(raw, schema, thread_id, workflow_id)
             history, seqs = restore(rows)
-            new = [*([] if rows else initial), user]
+            new = [] if user is None else [*([] if rows else initial), user]
             previous = (seqs[-1], history[-1]) if history else None
             written: list[Row] = []
             for offset, message in enumerate(new):
@@ -190,48 +199,79 @@ class DurableRuns:
                 written.append((seq, row.role.value, row.content, row.extras))
                 previous = (seq, message)
             turn_rows.write_rows(raw, schema, thread_id, written)
-            return Started(rows, new, first)
+            tasks, goals = raw.execute(
+                f'SELECT tasks, goals FROM "{schema}".threads WHERE thread_id = %s', (thread_id,)
+            ).fetchone()
+            return Started(rows, new, first, tasks or "[]", goals or "[]", context)
 
         def write_tx(
+            workflow_id: str,
             thread_id: str,
             rows: list[Row],
             updated: list[Updated],
             status: AgentThreadStatus | None,
+            snapshot: Snapshot,
             ran: Callable[[], None],
         ) -> int:
             ran()
             raw = _Statements(datasource.sql_session())
+            cancel.guard(raw, workflow_id)
             count = turn_rows.write_rows(raw, schema, thread_id, rows, updated)
+            tasks, goals, context = snapshot
+            for part, value in (("tasks", tasks), ("goals", goals)):
+                if value is not None:  # the turn's task list or goals changed
+                    raw.execute(
+                        f'UPDATE "{schema}".threads SET revision = revision + 1, {part} = %s, '
+                        f"{part}_revision = revision + 1 WHERE thread_id = %s",
+                        (value, thread_id),
+                    )
+            if context is not None:  # the client tool uses the thread now waits for
+                waiting.keep(raw, schema, thread_id, context)
             if status is not None:
                 turn_rows.end_turn(raw, schema, thread_id, status)
+                cancel.mark(raw, schema, thread_id, None)
             return count
 
         def begin(
+            workflow_id: str,
             thread_id: str,
             created_by: str,
             initial: list[Message],
-            user: Message,
+            user: Message | None,
+            answered: list[str] | None,
             ran: Callable[[], None],
         ) -> Started:
             return datasource.run_tx_step(
                 {**options, "name": "roboz.begin"},
                 begin_tx,
+                workflow_id,
                 thread_id,
                 created_by,
                 initial,
                 user,
+                answered,
                 ran,
             )
 
         def write(
+            workflow_id: str,
             thread_id: str,
             rows: list[Row],
             updated: list[Updated],
             status: AgentThreadStatus | None,
+            snapshot: Snapshot,
             ran: Callable[[], None],
         ) -> int:
             return datasource.run_tx_step(
-                {**options, "name": "roboz.write"}, write_tx, thread_id, rows, updated, status, ran
+                {**options, "name": "roboz.write"},
+                write_tx,
+                workflow_id,
+                thread_id,
+                rows,
+                updated,
+                status,
+                snapshot,
+                ran,
             )
 
         host.begin = begin

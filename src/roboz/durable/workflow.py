@@ -24,17 +24,24 @@ agent's, so concurrent turns of one agent keep their run state apart.)
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dbos import DBOS
+from pydantic import TypeAdapter
 
+from roboz.agent.client_tools import ClientToolTurn, ClientToolUse
+from roboz.agent.client_tools import client_tools as offer_client_tools
 from roboz.agent.drivers import drive
 from roboz.agent.errors import AgentRunError
-from roboz.agent.request import RunRequest
+from roboz.agent.goals import as_goal
+from roboz.agent.request import RunRequest, record_results
+from roboz.agent.tasks import TASK_TOOLS
 from roboz.agent.turn import Turn
+from roboz.durable.cancel import cancelled
 from roboz.durable.conversation import DurableConversation, Row, Updated
 from roboz.durable.driver import DurableDriver, ReplayGate
 from roboz.durable.errors import DurableError
@@ -42,6 +49,8 @@ from roboz.durable.keys import in_step
 from roboz.models import Message, Role, Stop, Str, StrImage
 from roboz.runtime.events import EventPipe
 from roboz.runtime.io import use_user_io
+from roboz.threads import AgentTask, AgentThreadGoalRecord
+from roboz.threads._rows import dump_list
 from roboz.threads._runs import StoredRunMessage
 from roboz.threads.record import AgentThreadStatus
 
@@ -63,11 +72,16 @@ class TurnResult:
 
     workflow_id: str
     thread_id: str
-    output: Stop
+    output: Stop | None
+    """The turn's Stop; None when it waits for client tool results (``pending``)."""
     first_seq: int
-    """Sequence number of the turn's user message."""
+    """Sequence number of the turn's user message (a continuation after client tool results:
+    of the result it recorded)."""
     last_seq: int
     """Sequence number of the turn's last message."""
+    pending: tuple[ClientToolUse, ...] = ()
+    """The client tool uses the thread waits for: run them, then
+    ``DurableClient.submit_tool_results``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +101,23 @@ class Started:
     rows: list[StoredRunMessage]
     new: list[Message]
     first_seq: int
+    tasks: str = "[]"
+    """The thread's task list when the turn began (JSON, as stored)."""
+    goals: str = "[]"
+    """The thread's goals when the turn began (JSON, as stored)."""
+    context: str = "{}"
+    """The thread's run context when the turn began (JSON: client tools, scope, ...)."""
+
+
+Snapshot = tuple[str | None, str | None, str | None]
+"""What a write sets besides messages: the task list, the goals and the run context (JSON),
+None: unchanged."""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelSignal:
+    """Sent to a turn waiting on the user when it is cancelled: DBOS's ``recv`` does not
+    notice a cancellation, so this wakes it to stop."""
 
 
 class Host:
@@ -96,13 +127,27 @@ class Host:
     schema: str
     ask_timeout_s: float
     progress: bool
-    begin: Callable[[str, str, list[Message], Message, Callable[[], None]], Started]
+    begin: Callable[
+        [str, str, str, list[Message], Message | None, list[str] | None, Callable[[], None]],
+        Started,
+    ]
     write: Callable[
-        [str, list[Row], list[Updated], AgentThreadStatus | None, Callable[[], None]], int
+        [
+            str,
+            str,
+            list[Row],
+            list[Updated],
+            AgentThreadStatus | None,
+            Snapshot,
+            Callable[[], None],
+        ],
+        int,
     ]
 
 
 _host: Host | None = None
+_TASKS = TypeAdapter(list[AgentTask])
+_GOALS = TypeAdapter(list[AgentThreadGoalRecord])
 
 
 def set_host(host: Host | None) -> None:
@@ -134,6 +179,8 @@ class DurableUserIO:
         self._asked += 1
         DBOS.set_event(QUESTION_EVENT, Question(number, prompt))
         reply = DBOS.recv(ANSWER_TOPIC, timeout_seconds=timeout or self._timeout_s)
+        if isinstance(reply, CancelSignal):
+            raise cancelled(DBOS.workflow_id or "")
         DBOS.set_event(QUESTION_EVENT, None)
         return None if reply is None else Str(value=str(reply))
 
@@ -141,8 +188,58 @@ class DurableUserIO:
         return None
 
 
+class DurableTurn(Turn):
+    """A durable turn's tasks and goals: a change is kept until the turn's next thread write,
+    which sets the thread's snapshot in the same transaction as the messages (so exactly
+    once, and a replay, which returns the recorded write, sets nothing).
+
+    The task tools run inline (no step), so a replay rebuilds the same list; a tool that
+    changes tasks or goals from inside a step would not be replayed, so it is refused.
+    """
+
+    tasks_changed: bool = False
+    goals_changed: bool = False
+    context: str | None = None
+    """A run context to write with the next write (the client tool uses the thread waits for)."""
+
+    def _refuse_in_step(self) -> None:
+        if in_step():
+            raise DurableError(
+                "a durable tool step cannot change the turn's tasks or goals (a replay would "
+                "not repeat it): declare the tool @tool(pure=True)"
+            )
+
+    def save_tasks(self) -> None:
+        self._refuse_in_step()
+        self.tasks.sort(key=lambda task: task.position)
+        self.tasks_changed = True
+
+    def save_goals(self) -> None:
+        self._refuse_in_step()
+        self.goals_changed = True
+
+    def take_snapshot(self) -> Snapshot:
+        tasks = dump_list(self.tasks) if self.tasks_changed else None
+        goals = None
+        if self.goals_changed:
+            ordered = sorted(self.goals, key=lambda g: (g.message_sequence_num, g.created))
+            goals = dump_list(ordered)
+        self.tasks_changed = self.goals_changed = False
+        context, self.context = self.context, None
+        return tasks, goals, context
+
+
 @DBOS.workflow(name=WORKFLOW)
-def run_turn(agent_name: str, text: str, thread_id: str) -> TurnResult:
+def run_turn(
+    agent_name: str,
+    text: str,
+    thread_id: str,
+    goals: list[dict[str, Any]] | None = None,
+    client_tools: list[dict[str, Any]] | None = None,
+    results: dict[str, Any] | None = None,
+) -> TurnResult:
+    """One turn: the user's ``text``, or (``results`` given) the continuation of a turn that
+    waits for client tool results, with those results."""
     from roboz.agent.persistence import restore
 
     host = _current_host()
@@ -152,45 +249,78 @@ def run_turn(agent_name: str, text: str, thread_id: str) -> TurnResult:
             f"this worker serves no agent {agent_name!r} (it serves: "
             f"{', '.join(sorted(host.agents)) or 'none'})"
         )
+    asked = [as_goal(goal) for goal in goals or ()]
+    unknown = sorted({g.goal_type for g in asked} - set(agent.goal_checks))
+    if unknown:  # refused before the thread is touched
+        raise DurableError(
+            f"agent {agent.name!r} has no check for goal type(s) {', '.join(unknown)} "
+            f"(known: {sorted(agent.goal_checks)})"
+        )
+    request = RunRequest(goals=tuple(asked), client_tools=tuple(client_tools or ()))
+    offer_client_tools(request.client_tools)  # a spec it cannot enforce: refused here
     workflow_id = DBOS.workflow_id or ""
     gate = ReplayGate(agent.event_pipe)
-    user = Message(role=Role.USER, content=text)
-    started = host.begin(thread_id, agent.name, list(agent.initial_messages), user, gate.open)
+    user = None if results is not None else Message(role=Role.USER, content=text)
+    answered = None if results is None else sorted(results)
+    initial = list(agent.initial_messages)
+    started = host.begin(workflow_id, thread_id, agent.name, initial, user, answered, gate.open)
     history, seqs = restore(started.rows)
     new = started.new
     seqs += range(started.first_seq, started.first_seq + len(new))
-    conversation = DurableConversation([*history, *new], seqs, _writer(host, thread_id, gate))
+    turn = DurableTurn(
+        scope=agent.scope,
+        thread_id=thread_id,
+        tasks=_TASKS.validate_json(started.tasks),
+        goals=_GOALS.validate_json(started.goals),
+    )
+    writer = _writer(host, workflow_id, thread_id, gate, turn)
+    conversation = DurableConversation([*history, *new], seqs, writer, thread_id)
+    if results is not None:  # the client tools the waiting turn offered
+        request = RunRequest.from_context(json.loads(started.context))
+    offered = offer_client_tools(request.client_tools)
+    resume = None
+    if results is not None:
+        resume = record_results(cast(Any, conversation), offered, results)
     inline = [agent.ask_user_tool] if agent.ask_user_tool is not None else []
-    cancel = threading.Event()
 
     def factory(cancel: threading.Event) -> DurableDriver:
-        return DurableDriver(cancel, conversation, inline, gate, progress=host.progress)
+        return DurableDriver(
+            cancel, conversation, inline, gate, progress=host.progress, replayed=TASK_TOOLS
+        )
 
     runner = copy.copy(agent)
     runner.event_pipe = EventPipe([gate])
 
-    turn = Turn(scope=agent.scope, thread_id=thread_id)
     try:
         with use_user_io(DurableUserIO(host.ask_timeout_s)):
             result: Any = drive(
                 runner._run_turn(  # pyright: ignore[reportPrivateUsage]
-                    conversation, factory, cancel, turn, RunRequest(), []
+                    conversation, factory, threading.Event(), turn, request, offered, resume
                 )
             )
     except AgentRunError as error:
         conversation.flush(AgentThreadStatus.USER_TURN)
         raise TurnFailedError(f"agent {agent.name!r}: {error}") from None
+    first = started.first_seq + len(new) - 1 if new else started.first_seq
+    if isinstance(result, ClientToolTurn):
+        pending = tuple(result.pending)
+        turn.context = json.dumps(request.context([use.tool_use_id for use in pending]))
+        conversation.flush(AgentThreadStatus.CLIENT_TOOL_TURN)
+        last = conversation.last_seq
+        return TurnResult(
+            workflow_id, thread_id, None, first, first if last is None else last, pending
+        )
     conversation.flush(turn.end_status)
     stop, _ = result
     last = conversation.last_seq
-    first = started.first_seq + len(new) - 1
     return TurnResult(workflow_id, thread_id, stop, first, first if last is None else last)
 
 
 def _writer(
-    host: Host, thread_id: str, gate: ReplayGate
+    host: Host, workflow_id: str, thread_id: str, gate: ReplayGate, turn: DurableTurn
 ) -> Callable[[list[Row], list[Updated], AgentThreadStatus | None], None]:
     def write(rows: list[Row], updated: list[Updated], status: AgentThreadStatus | None) -> None:
-        host.write(thread_id, rows, updated, status, gate.open)
+        snapshot = turn.take_snapshot()
+        host.write(workflow_id, thread_id, rows, updated, status, snapshot, gate.open)
 
     return write
