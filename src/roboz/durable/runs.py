@@ -20,7 +20,7 @@ deployment: a turn is only resumed by workers of the version that started it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from roboz.agent import Agent
 from roboz.agent.errors import AgentConfigurationError
@@ -30,6 +30,9 @@ from roboz.durable.errors import DurableError
 from roboz.durable.workflow import Host, Snapshot, Started, set_host
 from roboz.models import Message
 from roboz.threads.record import AgentThreadStatus
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def default_version() -> str:
@@ -232,48 +235,14 @@ class DurableRuns:
                 cancel.mark(raw, schema, thread_id, None)
             return count
 
-        def begin(
-            workflow_id: str,
-            thread_id: str,
-            created_by: str,
-            initial: list[Message],
-            user: Message | None,
-            answered: list[str] | None,
-            ran: Callable[[], None],
-        ) -> Started:
-            return datasource.run_tx_step(
-                {**options, "name": "roboz.begin"},
-                begin_tx,
-                workflow_id,
-                thread_id,
-                created_by,
-                initial,
-                user,
-                answered,
-                ran,
-            )
+        def recorded(name: str, body: Callable[P, T]) -> Callable[P, T]:
+            """``body`` as a DBOS datasource transaction: run once, its result recorded."""
 
-        def write(
-            workflow_id: str,
-            thread_id: str,
-            rows: list[Row],
-            updated: list[Updated],
-            status: AgentThreadStatus | None,
-            snapshot: Snapshot,
-            ran: Callable[[], None],
-        ) -> int:
-            return datasource.run_tx_step(
-                {**options, "name": "roboz.write"},
-                write_tx,
-                workflow_id,
-                thread_id,
-                rows,
-                updated,
-                status,
-                snapshot,
-                ran,
-            )
+            def step(*args: P.args, **kwargs: P.kwargs) -> T:
+                return datasource.run_tx_step({**options, "name": name}, body, *args, **kwargs)
 
-        host.begin = begin
-        host.write = write
+            return step
+
+        host.begin = recorded("roboz.begin", begin_tx)
+        host.write = recorded("roboz.write", write_tx)
         return host
