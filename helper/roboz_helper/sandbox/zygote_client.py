@@ -115,7 +115,13 @@ async def _send_request(
     loop: asyncio.AbstractEventLoop, sock: socket.socket, plan: child.ChildPlan
 ) -> None:
     """``init_wire.send_request`` without blocking the loop."""
-    body = init_wire.encode_request(plan)
+    await _send_framed(loop, sock, init_wire.encode_request(plan), plan)
+
+
+async def _send_framed(
+    loop: asyncio.AbstractEventLoop, sock: socket.socket, body: bytes, plan: child.ChildPlan
+) -> None:
+    """A length-prefixed ``body`` without blocking; the header carries the plan's descriptors."""
     header = HEADER.pack(len(body))
     fds = array.array("i", plan_fds(plan))
     while True:
@@ -291,16 +297,7 @@ class Zygote:
         loop: asyncio.AbstractEventLoop, sock: socket.socket, plan: child.ChildPlan
     ) -> None:
         """The plan without blocking: the header carries the descriptors."""
-        body = encode_plan(plan)
-        header = HEADER.pack(len(body))
-        fds = array.array("i", plan_fds(plan))
-        while True:
-            try:
-                sent = sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-                break
-            except BlockingIOError:
-                await _ready(loop, sock, writable=True)
-        await loop.sock_sendall(sock, header[sent:] + body)
+        await _send_framed(loop, sock, encode_plan(plan), plan)
 
     @staticmethod
     async def _recv(
