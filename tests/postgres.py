@@ -9,6 +9,7 @@ import itertools
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -44,6 +45,10 @@ class Cluster:
     root: Path
     bindir: Path
     pid: int = 0
+    tcp_port: int = 0
+    """Non-zero: the server also listens on this loopback TCP port and the URL uses it, as
+    servers of other hosts are reached (a stopped one refuses connections rather than
+    lacking a socket file: see ``roboz.durable.outages``)."""
     _schemas = itertools.count()
 
     @property
@@ -52,6 +57,8 @@ class Cluster:
 
     @property
     def url(self) -> str:
+        if self.tcp_port:
+            return f"host=127.0.0.1 port={self.tcp_port} user=postgres dbname=postgres"
         return f"host={self.socket_dir} port={PORT} user=postgres dbname=postgres"
 
     def new_schema(self) -> str:
@@ -68,9 +75,10 @@ class Cluster:
         )
 
     def start(self) -> None:
+        listen = "127.0.0.1" if self.tcp_port else "''"
         options = (
-            f"-k {self.socket_dir} -c listen_addresses='' -p {PORT} -c fsync=off "
-            "-c max_connections=200"
+            f"-k {self.socket_dir} -c listen_addresses={listen} -p {self.tcp_port or PORT} "
+            "-c fsync=off -c max_connections=200"
         )
         data, log = self.root / "data", self.root / "log"
         self.run(self.bindir / "pg_ctl", "-D", data, "-l", log, "-o", options, "-w", "start")
@@ -82,7 +90,7 @@ class Cluster:
         self.pid = 0
 
 
-def start_cluster() -> Iterator[Cluster]:
+def start_cluster(*, tcp: bool = False) -> Iterator[Cluster]:
     bindir = find_bindir()
     if bindir is None:
         raise FileNotFoundError("PostgreSQL is not installed (apt-get install postgresql)")
@@ -91,7 +99,12 @@ def start_cluster() -> Iterator[Cluster]:
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
         shutil.chown(root / "run", "postgres", "postgres")
-    cluster = Cluster(root, bindir)
+    tcp_port = 0
+    if tcp:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            tcp_port = probe.getsockname()[1]
+    cluster = Cluster(root, bindir, tcp_port=tcp_port)
     try:
         initdb = [bindir / "initdb", "-A", "trust", "--no-sync", "-U", "postgres", "-E", "UTF8"]
         cluster.run(*initdb, "-D", root / "data")

@@ -30,7 +30,6 @@ from tests.durable.workers_support import (
     fresh_database,
     prepare,
     rows,
-    start_tcp_cluster,
     statuses,
     wait_until,
 )
@@ -203,7 +202,7 @@ def test_runs_survive_a_postgres_restart_mid_run(
     # A cluster of its own, to stop and start, reached over TCP as other hosts reach it or
     # over its Unix socket; the session's (requested so that a missing PostgreSQL fails in CI)
     # serves the other tests.
-    clusters: Iterator[Cluster] = start_tcp_cluster() if transport == "tcp" else start_cluster()
+    clusters: Iterator[Cluster] = start_cluster(tcp=transport == "tcp")
     cluster = next(clusters)
     team: list[WorkerProcess] = []
     try:

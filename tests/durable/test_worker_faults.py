@@ -20,11 +20,10 @@ from tests.durable.workers_support import (
     fresh_database,
     prepare,
     rows,
-    start_tcp_cluster,
     statuses,
     wait_until,
 )
-from tests.postgres import Cluster
+from tests.postgres import Cluster, start_cluster
 
 pytest.importorskip("dbos")
 
@@ -40,7 +39,7 @@ def own_cluster(postgres_cluster: Cluster) -> Iterator[Cluster]:
     """A cluster of this test's own, to stop and start, reached over TCP as other hosts reach
     it (the session's serves other tests; requesting it makes a missing PostgreSQL a failure
     in CI)."""
-    yield from start_tcp_cluster()
+    yield from start_cluster(tcp=True)
 
 
 def test_a_worker_that_loses_postgres_backs_off_then_resumes_its_runs(

@@ -6,21 +6,16 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
-
-from tests.postgres import Cluster, find_bindir
 
 ROOT = Path(__file__).resolve().parents[2]
 _databases = itertools.count()
@@ -175,47 +170,3 @@ def statuses(url: str) -> dict[str, str]:
     return dict(
         rows(url, "SELECT workflow_uuid, status FROM dbos.workflow_status")  # type: ignore[arg-type]
     )
-
-
-@dataclass
-class TcpCluster(Cluster):
-    """A throwaway cluster that also listens on a loopback TCP port, as servers of other
-    hosts are reached: a stopped server refuses connections rather than lacking a socket
-    file (see ``roboz.durable.outages.wait_out_missing_sockets``)."""
-
-    port: int = 0
-
-    @property
-    def url(self) -> str:
-        return f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
-
-    def start(self) -> None:
-        options = (
-            f"-k {self.socket_dir} -c listen_addresses=127.0.0.1 -p {self.port} -c fsync=off "
-            "-c max_connections=200"
-        )
-        data, log = self.root / "data", self.root / "log"
-        self.run(self.bindir / "pg_ctl", "-D", data, "-l", log, "-o", options, "-w", "start")
-        self.pid = int((data / "postmaster.pid").read_text().split()[0])
-
-
-def start_tcp_cluster() -> Iterator[TcpCluster]:
-    bindir = find_bindir()
-    assert bindir is not None, "PostgreSQL is not installed"
-    root = Path(tempfile.mkdtemp(prefix="roboz-pg-tcp-"))
-    (root / "run").mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres", "postgres")
-        shutil.chown(root / "run", "postgres", "postgres")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    cluster = TcpCluster(root, bindir, port=port)
-    try:
-        initdb = [bindir / "initdb", "-A", "trust", "--no-sync", "-U", "postgres", "-E", "UTF8"]
-        cluster.run(*initdb, "-D", root / "data")
-        cluster.start()
-        yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
