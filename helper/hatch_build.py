@@ -1,4 +1,4 @@
-"""Build hook: compile sandbox-init (roboz_helper/sandbox/init*.c) into the package.
+"""Build hook: compile sandbox-init (roboz_helper/sandbox/*.c) into the package.
 
 Runs for wheels and for editable installs (``uv sync`` in a clone, ``pip install -e``), so
 the program is always next to the module that executes it (init_wire.BINARY). Statically
@@ -22,7 +22,11 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCES = [Path("roboz_helper/sandbox/init.c"), Path("roboz_helper/sandbox/init_root.c")]
+SOURCES = [
+    Path("roboz_helper/sandbox/init.c"),
+    Path("roboz_helper/sandbox/init_root.c"),
+    Path("roboz_helper/sandbox/fork_server.c"),
+]
 TARGET = Path("roboz_helper/sandbox/sandbox-init")
 FLAGS = ["-O2", "-Wall", "-Wextra", "-Werror"]
 

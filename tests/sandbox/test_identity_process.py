@@ -121,8 +121,17 @@ def _ppid(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
+def _descends_from_us(pid: int) -> bool:
+    while pid > 1:
+        pid = _ppid(pid)
+        if pid == os.getpid():
+            return True
+    return False
+
+
 def _our_sandbox_inits() -> list[int]:
-    """Host pids of sandbox pid-1 processes started by this test process (grandchildren)."""
+    """Host pids of sandbox pid-1 processes started by this test process (its descendants:
+    through the zygote and its fork server, or the set-up process in direct mode)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -130,7 +139,7 @@ def _our_sandbox_inits() -> list[int]:
                 with open(f"/proc/{entry}/comm") as f:
                     if f.read().strip() != "sandbox-init":
                         continue
-                if _ppid(_ppid(int(entry))) == os.getpid():
+                if _descends_from_us(int(entry)):
                     found.append(int(entry))
             except OSError:
                 pass

@@ -3,6 +3,14 @@ clear refusal when it is not; what it is started with holds nothing of the helpe
 
 from __future__ import annotations
 
+import array
+import errno
+import os
+import select
+import signal
+import socket
+import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -45,3 +53,91 @@ def test_pid1_is_the_program_with_an_empty_environment(sandbox: Sandbox) -> None
     lines = r.out.splitlines()
     assert lines[:2] == ["sandbox-init", "sandbox-init "], r
     assert "Permission denied" in r.err, r
+
+
+def _children_named(parent: int, comm: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            if name == comm and int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(entry))
+    return found
+
+
+def _gone(pid: int, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_the_fork_server_is_restarted_and_dies_with_the_zygote(sandbox: Sandbox) -> None:
+    """pid 1 is forked by sandbox-init's fork server, a child of the zygote. A dead server is
+    replaced at the next run; a dead zygote takes the server and every pid 1 along."""
+    from roboz_helper.sandbox import runner, zygote_client
+
+    if not runner.USE_ZYGOTE:
+        pytest.skip("ROBOZ_SANDBOX_ZYGOTE=0: runs fork the helper itself")
+    assert sandbox.exec("/bin/true").outcome.status == "success"
+    zygote = zygote_client.get().proc
+    assert zygote is not None
+    (server,) = _children_named(zygote.pid, "sandbox-forker")
+    os.kill(server, signal.SIGKILL)
+    assert _gone(server)
+    r = sandbox.exec("/bin/echo", "again")
+    assert r.outcome.status == "success" and r.out == "again\n", r
+    (replacement,) = _children_named(zygote.pid, "sandbox-forker")
+    assert replacement != server
+    inits = _children_named(replacement, "sandbox-init")  # the warm pid 1 for the next run
+    os.kill(zygote.pid, signal.SIGKILL)
+    zygote.wait()
+    assert _gone(replacement), "the fork server outlived the zygote"
+    assert all(_gone(pid) for pid in inits), "a pid 1 outlived its fork server"
+    assert sandbox.exec("/bin/true").outcome.status == "success"  # a new zygote, a new server
+
+
+def test_malformed_requests_do_not_take_the_fork_server_down(needs_root: None) -> None:
+    """The server answers -EINVAL to a request with the wrong descriptors or header and keeps
+    serving; a pid 1 forked with a configuration that is not one exits at once."""
+    server = init_wire.ForkServer(reset_signals=())
+    sock = server._start()
+    null = os.open("/dev/null", os.O_RDONLY)
+    alive_r, alive_w = os.pipe()
+    ours, theirs = socket.socketpair()
+    try:
+        for head, fds in [
+            (b"\x00\x00", [null]),  # too few descriptors
+            (b"\x00\x00\x00", [null, null, null]),  # header too long
+            (b"\x02\x00", [null, null, null, null, null]),  # report must be 0 or 1
+            (b"\x00\x09", [null] * 12),  # too many pooled cgroups
+            (b"\x00\x00", []),  # no descriptors at all
+        ]:
+            sock.sendmsg([head], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+            data, ancdata, _, _ = sock.recvmsg(4, socket.CMSG_SPACE(4))
+            assert struct.unpack("<i", data) == (-errno.EINVAL,) and not ancdata, head
+        pid, pidfd = server.spawn(b"not a configuration", theirs.fileno(), alive_r, -1, ())
+        try:
+            readable, _, _ = select.select([pidfd], [], [], 10)
+            assert readable, "pid 1 did not exit"
+        finally:
+            os.close(pidfd)
+        assert not _gone(server.pid, timeout_s=0.1), "the fork server died"
+    finally:
+        server.stop()
+        for fd in (null, alive_r, alive_w):
+            os.close(fd)
+        ours.close()
+        theirs.close()
+    assert _gone(server.pid), "the fork server outlived its socket"
+    os.waitpid(server.pid, 0)

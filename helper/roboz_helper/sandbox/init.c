@@ -9,8 +9,9 @@
  * privilege of its own, reap, report. It is statically linked (nothing of the sandbox's /usr
  * is loaded) and executed through a descriptor opened before the root was built.
  *
- * Descriptors at exec: 0-2 as inherited, 3 the request socket, 4 the configuration (read to
- * EOF), 5 the "alive" pipe (EOF: the process that forked pid 1 is gone).
+ * Descriptors at start (executed in direct mode, forked by the fork server in zygote mode,
+ * see fork_server.c): 0-2 as inherited, 3 the request socket, 4 the configuration (read to
+ * EOF), 5 the "alive" pipe (EOF: the process that started pid 1 is gone).
  * Wire formats (little endian, strings as u32 length + bytes; see sandbox/init_wire.py):
  *   configuration: "RZI1" u32 uid, u32 gid, u8 rootless, u8 prepare_run, str workdir,
  *                  u32 n, n x 8 bytes of the seccomp filter
@@ -34,12 +35,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#define CTRL_FD 3
-#define CONFIG_FD 4
-#define ALIVE_FD 5
-#define REPORT_FD 6
-#define POOL_FD 7
-#define EXIT_SETUP_FAILED 127
 #define MAX_FDS 16
 #define MAX_REQUEST (16u << 20)
 
@@ -710,7 +705,19 @@ static void run_init(struct request *req, struct prepared *warm) {
     _exit(0);
 }
 
+/* A SOCK_SEQPACKET socket at descriptor 3 makes this the fork server (fork_server.c): the
+ * mode is not on the command line, which every pid 1 forked from it inherits and the run can
+ * read (it must be just "sandbox-init"). A pid 1 executed directly has a stream socket there. */
 int main(void) {
+    int type = 0;
+    socklen_t len = sizeof type;
+    if (getsockopt(CTRL_FD, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET)
+        return serve_forks();
+    return pid1_main();
+}
+
+/* Executed (direct mode) or forked by the fork server, with descriptors 3-7 in place. */
+int pid1_main(void) {
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* root's alone until the run has its own uid */
     prctl(PR_SET_NAME, "sandbox-init", 0, 0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);

@@ -19,6 +19,18 @@
 #define SYS_mount_setattr 442
 #endif
 
+/* Descriptors of a starting pid 1 (see init.c), and its exit status when set-up fails. */
+#define CTRL_FD 3
+#define CONFIG_FD 4
+#define ALIVE_FD 5
+#define REPORT_FD 6
+#define POOL_FD 7
+#define EXIT_SETUP_FAILED 127
+
+/* pid 1 from its start (init.c); the fork server's loop (fork_server.c). */
+int pid1_main(void);
+int serve_forks(void);
+
 struct mount_attr_arg {
     uint64_t attr_set, attr_clr, propagation, userns_fd;
 };

@@ -1,8 +1,9 @@
 """The Python side of ``sandbox-init`` (init.c, init_root.c): where the program is, the
 configuration and request it reads, and how it is started.
 
-A run's pid 1 is ``sandbox-init`` itself, spawned (vfork and exec: nothing of the parent's
-heap is copied) by the zygote, or by the helper's set-up child in direct mode, right after
+A run's pid 1 is ``sandbox-init`` itself: forked by the program's fork server (sandbox-init
+started once by the zygote, with a SOCK_SEQPACKET socket; see fork_server.c) in zygote mode,
+or spawned (vfork and exec) by the helper's set-up child in direct mode, right after
 ``unshare(CLONE_NEWPID)``. It makes the namespaces and builds the root from the mount plan in
 its configuration, then waits for its request; see init.c for why and for the formats.
 """
@@ -10,6 +11,7 @@ its configuration, then waits for its request; see init.c for why and for the fo
 from __future__ import annotations
 
 import array
+import contextlib
 import fcntl
 import os
 import socket
@@ -115,6 +117,18 @@ def send_request(sock: socket.socket, plan: ChildPlan) -> None:
     sock.sendall(body)
 
 
+def _config_fd(config: bytes) -> int:
+    memfd = os.memfd_create("sandbox-init-config", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(config)
+        while view:
+            view = view[os.write(memfd, view) :]
+    except BaseException:
+        os.close(memfd)
+        raise
+    return memfd
+
+
 def spawn(
     config: bytes,
     ctrl: int,
@@ -126,12 +140,9 @@ def spawn(
     """Start sandbox-init (its pid): vfork and exec, with the request socket, its
     configuration, the alive pipe, the set-up pipe and the pooled cgroup.procs files at the
     descriptors it expects, default signal dispositions, an empty mask and environment."""
-    memfd = os.memfd_create("sandbox-init-config", os.MFD_CLOEXEC)
+    memfd = _config_fd(config)
     high: list[int] = []
     try:
-        view = memoryview(config)
-        while view:
-            view = view[os.write(memfd, view) :]
         sources = {CTRL_FD: ctrl, CONFIG_FD: memfd, ALIVE_FD: alive_r}
         if report_fd >= 0:
             sources[REPORT_FD] = report_fd
@@ -147,3 +158,86 @@ def spawn(
     finally:
         for fd in (memfd, *high):
             os.close(fd)
+
+
+_SPAWN = struct.Struct("<BB")
+_ANSWER = struct.Struct("<i")
+
+
+class ForkServer:
+    """The zygote's handle on sandbox-init's fork server (fork_server.c): started on first
+    use, in the caller's mount namespace, and again if it died; blocking, one pid 1 at a
+    time. Its children are its own to reap: the caller gets a pidfd of each."""
+
+    def __init__(self, reset_signals: tuple[int, ...]) -> None:
+        self.reset_signals = reset_signals
+        self.sock: socket.socket | None = None
+        self.pid = 0
+
+    def _start(self) -> socket.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            high = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, CTRL_FD + 1)
+            try:
+                self.pid = os.posix_spawn(
+                    BINARY, ["sandbox-init"], {},
+                    file_actions=[(os.POSIX_SPAWN_DUP2, high, CTRL_FD)],
+                    setsigdef=self.reset_signals, setsigmask=(),
+                )  # fmt: skip
+            finally:
+                os.close(high)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock = ours
+        return ours
+
+    def stop(self) -> None:
+        if self.sock is not None:
+            self.sock.close()  # EOF: it exits
+            self.sock = None
+
+    def spawn(
+        self, config: bytes, ctrl: int, alive_r: int, report_fd: int, pool_fds: tuple[int, ...]
+    ) -> tuple[int, int]:
+        """A pid 1 in a fresh pid namespace with these descriptors at 3-7 (see init.c):
+        (pid, pidfd). Once more with a new server if this one is gone; OSError when it
+        cannot."""
+        memfd = _config_fd(config)
+        try:
+            fds = [ctrl, memfd, alive_r, *([report_fd] if report_fd >= 0 else []), *pool_fds]
+            head = _SPAWN.pack(report_fd >= 0, len(pool_fds))
+            for attempt in (1, 2):
+                sock = self.sock or self._start()
+                try:
+                    return self._ask(sock, head, fds)
+                except (EOFError, ConnectionError):
+                    self.stop()
+                    if attempt == 2:
+                        raise OSError("the sandbox fork server died") from None
+        finally:
+            os.close(memfd)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _ask(sock: socket.socket, head: bytes, fds: list[int]) -> tuple[int, int]:
+        sock.sendmsg([head], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        data, ancdata, _, _ = sock.recvmsg(
+            _ANSWER.size, socket.CMSG_SPACE(4), socket.MSG_CMSG_CLOEXEC
+        )
+        if not data:
+            raise EOFError
+        got = [fd for level, kind, payload in ancdata
+               if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+               for fd in array.array("i", payload[: len(payload) - len(payload) % 4])]  # fmt: skip
+        (answer,) = _ANSWER.unpack(data)
+        if answer > 0 and len(got) == 1:
+            return answer, got[0]
+        for fd in got:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if answer >= 0:
+            raise OSError("the sandbox fork server sent no pidfd")
+        raise OSError(-answer, f"the sandbox fork server could not fork: {os.strerror(-answer)}")

@@ -5,15 +5,17 @@ from a thread that lives as long as the helper, in a fresh pid namespace each ti
 (``unshare``/``setns``, which would disturb the helper's other threads), with a system
 template kept in a mount namespace of its own, and one sandbox prepared ahead of the next
 request. The zygote is started once (lazily, with ``python -c "...zygote import main;
-main()"``), imports only this package and is single-threaded; it spawns sandbox-init (vfork and
-exec, see init_wire.py), so nothing of its heap is copied per run. It dies with the helper
-(PDEATHSIG), and its children die with it, so a crashed helper leaves no runs.
+main()"``), imports only this package and is single-threaded; it does not fork pid 1 itself:
+sandbox-init's fork server (fork_server.c), started once, does, so nothing of a Python heap
+is copied per run and no program is executed for it. It dies with the helper (PDEATHSIG),
+the fork server with it, and every pid 1 with the fork server, so a crashed helper leaves no
+runs.
 
 Protocol on a private socketpair (only the helper holds the other end): the helper sends a
 header ``<u32 length>`` carrying the run's descriptors (stdout, stderr, set-up and status
 pipes, cgroup.procs files) as SCM_RIGHTS, then ``length`` bytes of msgspec-encoded
-``ChildPlan``; the zygote starts the run's pid 1 in a fresh pid namespace (``unshare``,
-spawn, ``setns`` back) and answers ``<i32 pid>`` plus a pidfd of it, or
+``ChildPlan``; the zygote has the run's pid 1 started in a fresh pid namespace (the fork
+server's ``unshare``, fork, ``setns`` back) and answers ``<i32 pid>`` plus a pidfd of it, or
 ``<i32 -1>`` followed by an error text. Requests are serialised by the helper.
 """
 
@@ -110,31 +112,19 @@ _pool_counter = iter(range(1, 1 << 62))
 
 
 class Forker:
-    """Starts pid 1 of a new pid namespace: ``unshare(CLONE_NEWPID)``, spawn sandbox-init,
-    ``setns`` back (so that the following spawn gets a fresh namespace again)."""
+    """Starts pid 1 of a new pid namespace through the fork server (init_wire.ForkServer),
+    which lives in this process's mount namespace: call only once the template's namespace
+    is made."""
 
     def __init__(self, reset_signals: tuple[int, ...]) -> None:
-        self.own_pidns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         # Children get the read end; we hold the write end for life (EOF = we are gone).
         self.alive_r, self._alive_w = os.pipe2(os.O_CLOEXEC)
-        self.reset_signals = reset_signals
+        self.server = init_wire.ForkServer(reset_signals)
 
     def spawn(
         self, config: bytes, ctrl: int, report_fd: int = -1, pool_fds: tuple[int, ...] = ()
     ) -> tuple[int, int]:
-        # No reaping between the spawn and pidfd_open, so the pid cannot be recycled meanwhile.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-        try:
-            sc.unshare(sc.CLONE_NEWPID)
-            try:
-                pid = init_wire.spawn(
-                    config, ctrl, self.alive_r, report_fd, pool_fds, self.reset_signals
-                )
-            finally:
-                sc.setns(self.own_pidns, sc.CLONE_NEWPID)
-            return pid, os.pidfd_open(pid)
-        finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+        return self.server.spawn(config, ctrl, self.alive_r, report_fd, pool_fds)
 
     def cold(self, plan: child.ChildPlan) -> tuple[int, int]:
         """A pid 1 built for this request, handed it at once (its failures before that go to
@@ -239,8 +229,8 @@ def serve(sock: socket.socket) -> None:
     helper could give to a warm pid 1 it holds never reaches the zygote."""
     me = os.getpid()
     reset_signals = child.signals_to_reset()  # the zygote's dispositions never change
+    template = Template()  # first: the fork server must live in the template's namespace
     forker = Forker(reset_signals)
-    template = Template()
     while True:
         try:
             # MSG_CMSG_CLOEXEC: received descriptors must not survive the run's exec.
