@@ -12,6 +12,11 @@ from dataclasses import dataclass
 from roboz_helper.policy import ServerConfig
 from roboz_helper.systemd import take_listen_fds
 
+# Connections wait here until the helper accepts them; it listens from the moment it binds,
+# so a client that connects as soon as the socket file exists is queued, not refused, while
+# the helper is still starting (reclaiming a crashed predecessor's runs can take seconds).
+BACKLOG = 1024
+
 
 class StartupError(RuntimeError):
     """The daemon cannot start (socket in use, bad activation fd, ...)."""
@@ -58,6 +63,7 @@ def _bind(path: str, config: ServerConfig) -> ListeningSocket:
     old_umask = os.umask(0o777)
     try:
         sock.bind(path)
+        sock.listen(BACKLOG)
     except OSError as exc:
         sock.close()
         raise StartupError(f"cannot bind {path}: {exc.strerror}") from None

@@ -31,7 +31,7 @@ from roboz_helper.exchange import (
     send,
     supervise,
 )
-from roboz_helper.listening import open_listening_socket
+from roboz_helper.listening import BACKLOG, open_listening_socket
 from roboz_helper.log_format import fields
 from roboz_helper.peer import PeerCredentials, peer_credentials
 from roboz_helper.policy import Policy, PolicyError, match_client
@@ -51,7 +51,6 @@ from roboz_helper.systemd import notify, take_notify_socket
 
 log = logging.getLogger("roboz_helper")
 
-_BACKLOG = 1024
 # How long a request waits for the slot of a run whose client went away (being killed; the
 # sandbox's kill takes milliseconds, its retry comes after a second) before it is busy.
 ENDING_RUN_WAIT_S = 2.0
@@ -120,7 +119,7 @@ class HelperServer:
             log.info("roboz-helper stopped %s", fields(pid=os.getpid()))
 
     async def _serve_on(self, sock: socket.socket) -> None:
-        options: dict[str, Any] = {"backlog": _BACKLOG}
+        options: dict[str, Any] = {"backlog": BACKLOG}
         if sys.version_info >= (3, 13):
             # 3.13 unlinks the path on close by default; an activation socket belongs to
             # systemd, and ListeningSocket.remove() cleans up what we bound ourselves.

@@ -563,3 +563,19 @@ def test_socket_activation_and_readiness(needs_root: None) -> None:
         listener.close()
         notify.close()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_socket_accepts_connections_from_the_moment_it_exists(tmp_path: Path) -> None:
+    """A client that connects as soon as the socket file appears (a script waiting for it) is
+    queued until the helper serves, never refused while the helper is still starting."""
+    from roboz_helper.listening import open_listening_socket
+    from roboz_helper.policy import ServerConfig
+
+    path = str(tmp_path / "h.sock")
+    listening = open_listening_socket(path, ServerConfig(socket=path, socket_mode=0o600))
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(path)  # nothing serves yet: ECONNREFUSED before listening at bind
+    finally:
+        listening.sock.close()
+        listening.remove()
