@@ -522,7 +522,10 @@ def _finish(run_id: str, cg: cgroups.RunCgroup | None, init_pidfd: int) -> None:
                     signal.pidfd_send_signal(init_pidfd, signal.SIGKILL)
         finally:
             os.close(init_pidfd)
-    if cg is not None:
+    # An empty cgroup is simply removed (the usual case: pid 1 reported every process of the
+    # run reaped, and it is gone); rmdir refuses one that still holds a process, which is
+    # then killed first.
+    if cg is not None and not cg.remove():
         cg.kill_all(DRAIN_TIMEOUT_S)
         cg.remove()
 
