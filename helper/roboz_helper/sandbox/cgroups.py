@@ -268,15 +268,23 @@ class RunCgroup:
             for d in self.dirs.values()
         ]
 
-    def pids(self, first_only: bool = False) -> list[int]:
-        """The processes in the run's cgroup(s). ``first_only``: read one v1 hierarchy (the
-        run's processes join all of them, so each lists the same ones)."""
+    def pids(self) -> list[int]:
+        """The processes in the run's cgroup(s)."""
         out: set[int] = set()
-        dirs = list(self.dirs.values())
-        for d in dirs[:1] if first_only else dirs:
+        for d in self.dirs.values():
             with contextlib.suppress(OSError):
                 out.update(int(p) for p in _read(os.path.join(d, "cgroup.procs")).split())
         return sorted(out)
+
+    def tasks(self) -> int | None:
+        """How many tasks the pids controller counts in the cgroup (zombies not yet reaped
+        included), None when it cannot be read. A counter, where listing cgroup.procs makes a
+        v1 kernel build, sort and cache a list of pids (and schedule its destruction)."""
+        d = self.dirs["pids"] if self.be.version == 1 else self.dirs[""]
+        try:
+            return int(_read(os.path.join(d, "pids.current")))
+        except (OSError, ValueError):
+            return None
 
     def usage(self) -> Usage:
         u = Usage()

@@ -96,6 +96,7 @@ class _Run:
         # process of the run has been killed and reaped (kill_and_reap_the_rest in init.c).
         self.reported = self.loop.create_future()
         self.early = False  # completed on pid 1's report; pid 1's own exit is awaited later
+        self.init_in_cgroup = False  # pid 1 itself sits in the run's cgroup (a pooled one)
         self.fds: dict[str, int] = {}
         self.readers: list[int] = []
 
@@ -210,7 +211,12 @@ class _Run:
         await asyncio.wait([self.reported, self.exited], return_when=asyncio.FIRST_COMPLETED)
         if not self.reported.done() or self.reason is not None:
             return False
-        if self.cg is not None and not set(self.cg.pids(first_only=True)) <= {self.pid_a}:
+        # The pids controller counts a task until it is reaped. pid 1 is single-threaded and
+        # counts only when it sits in the cgroup (its own exit may already have uncharged
+        # it); anything else of the run counts until reaped, and pid 1 cannot be reaped
+        # before every other process of its namespace is.
+        tasks = self.cg.tasks() if self.cg is not None else 0
+        if tasks is None or tasks > int(self.init_in_cgroup):
             return False
         self.early = True
         return True
@@ -254,7 +260,7 @@ class _Run:
                 await asyncio.shield(spawn)
             except asyncio.CancelledError:
                 cancelled = True
-        self.pid_a, self.pidfd_a, own_child, self.cg = spawn.result()
+        self.pid_a, self.pidfd_a, own_child, self.cg, self.init_in_cgroup = spawn.result()
         _phase(self.spec.run_id, "started")
         # Direct mode: pidfd_a is the set-up process, which reports pid 1's pid first on the
         # status pipe. Zygote mode: pidfd_a is pid 1 itself.
@@ -396,9 +402,10 @@ def _reap(pid: int) -> Any:
 
 async def _fork_run(
     fds: dict[str, int], plan_args: dict[str, Any], spec: SandboxSpec
-) -> tuple[int, int, bool, cgroups.RunCgroup | None]:
-    """Start the run: (pid, pidfd, is_our_child, cgroup). Through the zygote when it works
-    (it makes the cgroup, or renames a pooled one), else by forking the helper itself."""
+) -> tuple[int, int, bool, cgroups.RunCgroup | None, bool]:
+    """Start the run: (pid, pidfd, is_our_child, cgroup, whether pid 1 is in the cgroup).
+    Through the zygote when it works (it makes the cgroup, or renames a pooled one), else by
+    forking the helper itself."""
     for name in ("out", "err", "setup", "status"):
         r, w = os.pipe2(os.O_CLOEXEC)
         fds[f"{name}_r"], fds[f"{name}_w"] = r, w
@@ -426,7 +433,10 @@ async def _fork_run(
                 if started is not None:
                     zygote.prepare_next(plan)
                 pid, pidfd = started or await zygote.spawn(plan)
-                return pid, pidfd, False, cgroups.RunCgroup.existing(name)
+                # A warm pid 1 sits in its pooled cgroup (v1), which became the run's; the run
+                # process alone joins a cgroup made for the request.
+                in_cgroup = started is not None and warm is not None and warm.pool is not None
+                return pid, pidfd, False, cgroups.RunCgroup.existing(name), in_cgroup
             except OSError as exc:
                 log.warning("sandbox zygote unavailable, forking the helper: %s", exc)
         cg = cgroups.RunCgroup.create(spec.run_id, spec.pids_max, spec.memory_max_bytes)
@@ -437,7 +447,7 @@ async def _fork_run(
             pid = os.fork()
             if pid == 0:
                 child.stage_a(plan)
-            return pid, os.pidfd_open(pid), True, cg
+            return pid, os.pidfd_open(pid), True, cg, False
         except BaseException:
             if cg is not None:
                 cg.remove()
