@@ -181,6 +181,8 @@ class Direct:
         return per_task * concurrency / (time.perf_counter() - t0)
 
     def close(self) -> None:
+        # The last runs' clean-up (pid 1's exit, the cgroup's removal) is still under way.
+        self.loop.run_until_complete(asyncio.gather(*asyncio.all_tasks(self.loop)))
         self.loop.run_until_complete(self.loop.shutdown_default_executor())
         self.loop.close()
 

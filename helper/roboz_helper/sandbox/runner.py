@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import select
 import signal
 import struct
 import time
@@ -490,9 +489,12 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
         raise SandboxError("no usable cgroup hierarchy (need v1 pids+memory+freezer or "
                            "delegated v2 memory+pids)")  # fmt: skip
     run = _Run(spec, on_output)
+    global _active_runs
+    _active_runs += 1
     try:
         return await run.run(plan_args)
     finally:
+        _active_runs -= 1
         for fd in run.fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -507,35 +509,66 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
             _finish_later(spec.run_id, run.cg, init_exiting)
 
 
-# After the outcome, off the loop: wait for an exiting pid 1 (the kernel tears the run's
-# namespaces down as it exits, ~1 ms that no longer delays the completion), then remove the
-# empty cgroup (an rmdir of a v1 cgroup waits for an RCU grace period: ~0.1 ms when runs
-# follow each other, ~10 ms on an otherwise idle machine). asyncio.run waits for the default
-# executor before it returns, and a helper that dies first leaves only an empty cgroup, which
-# reclaim_stale_runs() removes at its next start.
+# After the outcome: wait for an exiting pid 1 (the kernel tears the run's namespaces down as
+# it exits, ~1 ms that no longer delays the completion), then remove the empty cgroup. The
+# wait is a task on the loop (asyncio.run waits for it: it outlives a cancellation), and so is
+# the removal while other runs are under way: a second thread would cost more than the rmdir,
+# for every run, in handing the interpreter lock back and forth. On a machine with nothing
+# else to do a v1 rmdir can wait ~10-20 ms for an RCU grace period (another cgroup's join
+# holds the cgroup lock meanwhile), so then it goes to a thread, off the loop. A helper that
+# dies first leaves only an empty cgroup, which reclaim_stale_runs() removes at its start.
 _pending_removals: set[asyncio.Future[None]] = set()
+_active_runs = 0  # run_in_sandbox calls under way in this process
 
 
 def _finish_later(run_id: str, cg: cgroups.RunCgroup | None, init_pidfd: int) -> None:
-    removal = asyncio.get_running_loop().run_in_executor(None, _finish, run_id, cg, init_pidfd)
-    _pending_removals.add(removal)
-    removal.add_done_callback(_pending_removals.discard)
+    task = asyncio.ensure_future(_finish(run_id, cg, init_pidfd))
+    _pending_removals.add(task)
+    task.add_done_callback(_pending_removals.discard)
 
 
-def _finish(run_id: str, cg: cgroups.RunCgroup | None, init_pidfd: int) -> None:
+async def _finish(run_id: str, cg: cgroups.RunCgroup | None, init_pidfd: int) -> None:
     if init_pidfd >= 0:
-        try:
-            readable, _, _ = select.select([init_pidfd], [], [], DRAIN_TIMEOUT_S)
-            _phase(run_id, "init_exited")
-            if not readable:  # it only had to exit; make sure it does
-                with contextlib.suppress(OSError):
-                    signal.pidfd_send_signal(init_pidfd, signal.SIGKILL)
-        finally:
-            os.close(init_pidfd)
+        await _init_gone(run_id, init_pidfd)
+    if cg is None or (_active_runs and cg.remove()):
+        return
+    removal = asyncio.get_running_loop().run_in_executor(None, _remove, cg)
+    while not removal.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(removal)
+
+
+async def _init_gone(run_id: str, pidfd: int) -> None:
+    """Until the exiting pid 1 is gone (it only had to exit: killed after DRAIN_TIMEOUT_S)."""
+    loop = asyncio.get_running_loop()
+    gone = loop.create_future()
+
+    def resolve() -> None:
+        if not gone.done():
+            gone.set_result(None)
+
+    def kill() -> None:
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+
+    loop.add_reader(pidfd, resolve)
+    timer = loop.call_later(DRAIN_TIMEOUT_S, kill)
+    try:
+        while not gone.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(gone)
+        _phase(run_id, "init_exited")
+    finally:
+        timer.cancel()
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+
+
+def _remove(cg: cgroups.RunCgroup) -> None:
     # An empty cgroup is simply removed (the usual case: pid 1 reported every process of the
     # run reaped, and it is gone); rmdir refuses one that still holds a process, which is
     # then killed first.
-    if cg is not None and not cg.remove():
+    if not cg.remove():
         cg.kill_all(DRAIN_TIMEOUT_S)
         cg.remove()
 
