@@ -19,7 +19,9 @@ falls on all of them alike:
              included in every run
 
 Back to back, then spaced 50 ms apart (what an agent produces); runs/s with 16 at once (bwrap
-as 16 concurrent launches, run_in_sandbox as 16 tasks, the daemon with 16 client threads);
+as 16 concurrent launches, run_in_sandbox as 16 tasks, the daemon with 16 client threads;
+median of alternating rounds) with the machine's CPU per run, and for the daemon where it
+goes (helper, zygote, fork server with the sandbox processes, everything else);
 where a run_in_sandbox call's time goes (runner.phase_hook); the daemon's idle memory with
 its zygote and warm sandbox. Nothing is asserted; needs root.
 """
@@ -211,6 +213,75 @@ def threaded_rate(fn: Timed, concurrency: int, runs: int) -> float:
     return rate
 
 
+# Runs/s at once are measured in alternating rounds (load from other work falls on all
+# contestants alike), each round long enough to see past thread start-up.
+RATE_ROUNDS = 3
+RATE_RUNS = 480
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_s() -> float:
+    """CPU time the whole machine spent busy (all CPUs, every process and the kernel)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return (sum(fields) - fields[3] - fields[4]) / _HZ  # minus idle and iowait
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU time of a live process and of the children it has reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in stat[11:15]) / _HZ
+
+
+def _daemon_parts(daemon_pid: int) -> dict[str, int]:
+    """The daemon's processes by role: the helper, its zygote, the fork server (which reaps
+    every pid 1, so its children's time is the sandbox processes')."""
+    parts = {"helper": daemon_pid}
+    for pid in descendants(daemon_pid)[1:]:
+        try:
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if comm == "sandbox-forker":
+            parts["fork server and sandbox processes"] = pid
+        elif comm.startswith("python"):
+            parts["zygote"] = pid
+    return parts
+
+
+def concurrent_rates(
+    rated: dict[str, Callable[[], float]], daemon_pid: int | None
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Median runs/s of each contestant, and CPU per run (ms): the whole machine's, and for the
+    daemon where it went."""
+    rates: dict[str, list[float]] = {name: [] for name in rated}
+    cpu: dict[str, list[dict[str, float]]] = {name: [] for name in rated}
+    for _ in range(RATE_ROUNDS):
+        for name, measure_rate in rated.items():
+            parts = _daemon_parts(daemon_pid) if daemon_pid and "daemon" in name else {}
+            before = {role: process_cpu_s(pid) for role, pid in parts.items()}
+            busy, t0 = machine_busy_s(), time.perf_counter()
+            rate = measure_rate()
+            runs = rate * (time.perf_counter() - t0)
+            per_run = {"total": (machine_busy_s() - busy) / runs * 1000}
+            for role, pid in parts.items():
+                per_run[role] = (process_cpu_s(pid) - before[role]) / runs * 1000
+            if parts:
+                per_run["everything else (client, kernel threads)"] = per_run["total"] - sum(
+                    v for k, v in per_run.items() if k != "total"
+                )
+            rates[name].append(rate)
+            cpu[name].append(per_run)
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    ledgers = {
+        name: {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+        for name, rounds in cpu.items()
+    }
+    return medians, ledgers
+
+
 def write_policy(tmp: Path, socket_path: str, workdir: str, concurrency: int) -> Path:
     scripts = tmp / "scripts"
     scripts.mkdir()
@@ -374,8 +445,10 @@ def main(quick: bool = False) -> int:
                         help=f"runs {SPACED_GAP_S * 1000:.0f} ms apart per contestant")  # fmt: skip
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args()
+    rate_runs = max(args.runs, RATE_RUNS)
     if quick:  # python -m benchmarks --quick: a smoke run
         args.runs, args.spaced_runs = min(args.runs, 40), min(args.spaced_runs, 10)
+        rate_runs = args.runs
     if os.geteuid() != 0:
         print("needs root (the helper runs as root)", file=sys.stderr)
         return 1
@@ -399,27 +472,36 @@ def main(quick: bool = False) -> int:
             back_to_back = interleaved(contestants, args.runs)
             phases = direct.phases()
             spaced = interleaved(contestants, args.spaced_runs, gap_s=SPACED_GAP_S)
-            rates = {
-                "bwrap, concurrent launches": threaded_rate(
-                    contestants["bwrap"], args.concurrency, args.runs
+            rated: dict[str, Callable[[], float]] = {
+                "bwrap, concurrent launches": lambda: threaded_rate(
+                    contestants["bwrap"], args.concurrency, rate_runs
                 ),
-                "run_in_sandbox, concurrent tasks": direct.rate(args.concurrency, args.runs),
+                "run_in_sandbox, concurrent tasks": lambda: direct.rate(
+                    args.concurrency, rate_runs
+                ),
             }
             if daemon is not None:
-                rates["daemon, concurrent clients"] = threaded_rate(
-                    daemon[0], args.concurrency, args.runs
+                rated["daemon, concurrent clients"] = lambda: threaded_rate(
+                    daemon[0], args.concurrency, rate_runs
                 )
-                rates["daemon, new connection each"] = threaded_rate(
-                    daemon[1], args.concurrency, args.runs
+                rated["daemon, new connection each"] = lambda: threaded_rate(
+                    daemon[1], args.concurrency, rate_runs
                 )
+            rates, cpu = concurrent_rates(rated, daemon[2] if daemon is not None else None)
         direct.close()
     table(f"/bin/true request-to-completion, {args.runs} runs each, back to back in "
           f"alternating blocks of {BLOCK} (ms; ratio vs bwrap)", back_to_back)  # fmt: skip
     table(f"spaced {SPACED_GAP_S * 1000:.0f} ms apart, {args.spaced_runs} runs each", spaced)
-    print(f"{args.concurrency} at once (runs/s):")
+    print(f"{args.concurrency} at once (runs/s, median of {RATE_ROUNDS} alternating rounds of "
+          f"{rate_runs} runs; CPU per run of the whole machine):")  # fmt: skip
     bwrap_rate = rates["bwrap, concurrent launches"]
     for name, rate in rates.items():
-        print(f"  {name:34}{rate:7.0f}  x bwrap {rate / bwrap_rate:5.2f}")
+        print(f"  {name:34}{rate:7.0f}  x bwrap {rate / bwrap_rate:5.2f}"
+              f"   CPU {cpu[name]['total']:5.2f} ms")  # fmt: skip
+    ledger = cpu.get("daemon, concurrent clients")
+    if ledger:
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in ledger.items() if k != "total")
+        print(f"  where a daemon run's CPU goes (ms): {parts}")
     rows = breakdown(phases)
     if rows:
         print("where a back-to-back run_in_sandbox call goes (median ms):")
