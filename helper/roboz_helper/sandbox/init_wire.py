@@ -118,11 +118,15 @@ def send_request(sock: socket.socket, plan: ChildPlan) -> None:
 
 
 def _config_fd(config: bytes) -> int:
-    memfd = os.memfd_create("sandbox-init-config", os.MFD_CLOEXEC)
+    """A sealed memfd holding ``config``: nobody can change it once written, so one can serve
+    many pid 1s (each reads it with pread and closes it before anything else runs)."""
+    memfd = os.memfd_create("sandbox-init-config", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     try:
         view = memoryview(config)
         while view:
             view = view[os.write(memfd, view) :]
+        seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+        fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, seals)
     except BaseException:
         os.close(memfd)
         raise
@@ -173,6 +177,9 @@ class ForkServer:
         self.reset_signals = reset_signals
         self.sock: socket.socket | None = None
         self.pid = 0
+        # The last configuration and its sealed memfd: pid 1s of one shape share it.
+        self._config = b""
+        self._config_fd = -1
 
     def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -205,20 +212,22 @@ class ForkServer:
         """A pid 1 in a fresh pid namespace with these descriptors at 3-7 (see init.c):
         (pid, pidfd). Once more with a new server if this one is gone; OSError when it
         cannot."""
-        memfd = _config_fd(config)
-        try:
-            fds = [ctrl, memfd, alive_r, *([report_fd] if report_fd >= 0 else []), *pool_fds]
-            head = _SPAWN.pack(report_fd >= 0, len(pool_fds))
-            for attempt in (1, 2):
-                sock = self.sock or self._start()
-                try:
-                    return self._ask(sock, head, fds)
-                except (EOFError, ConnectionError):
-                    self.stop()
-                    if attempt == 2:
-                        raise OSError("the sandbox fork server died") from None
-        finally:
-            os.close(memfd)
+        if config != self._config:
+            memfd = _config_fd(config)
+            if self._config_fd >= 0:
+                os.close(self._config_fd)
+            self._config, self._config_fd = config, memfd
+        fds = [ctrl, self._config_fd, alive_r, *([report_fd] if report_fd >= 0 else []),
+               *pool_fds]  # fmt: skip
+        head = _SPAWN.pack(report_fd >= 0, len(pool_fds))
+        for attempt in (1, 2):
+            sock = self.sock or self._start()
+            try:
+                return self._ask(sock, head, fds)
+            except (EOFError, ConnectionError):
+                self.stop()
+                if attempt == 2:
+                    raise OSError("the sandbox fork server died") from None
         raise AssertionError("unreachable")
 
     @staticmethod
