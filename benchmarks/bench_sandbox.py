@@ -11,7 +11,8 @@ falls on all of them alike:
 - plain      fork/exec/wait of /bin/true (subprocess, empty environment): the floor
 - bwrap      /usr/bin/bwrap with a profile equivalent to ours (--unshare-all, read-only
              system binds, tmpfs /tmp, fresh /proc and /dev, workdir bound, --clearenv,
-             --new-session, --die-with-parent, caps dropped, unprivileged uid)
+             --new-session, --die-with-parent, caps dropped, unprivileged uid, the sandbox's
+             own seccomp filter); bwrap has no cgroup limits or rlimits, which ours add
 - direct     ``run_in_sandbox`` on one long-lived asyncio loop (what the daemon does per run)
 - daemon     the real helper daemon through ``SafeScriptsClient``, which keeps its
              authorized connection for the next run (request, output and completion frames)
@@ -83,6 +84,26 @@ def bwrap_argv(workdir: str) -> list[str]:
 
 def spawn(argv: list[str]) -> None:
     subprocess.run(argv, env={}, stdin=subprocess.DEVNULL, check=True)
+
+
+class Bwrap:
+    """bwrap launches of /bin/true with the sandbox's own seccomp filter (``--seccomp``, read
+    from a descriptor opened per launch, as bwrap consumes it)."""
+
+    def __init__(self, workdir: str, tmp: Path) -> None:
+        from roboz_helper.sandbox import seccomp
+
+        self.filter = tmp / "seccomp.bpf"
+        self.filter.write_bytes(seccomp.PROGRAM)
+        self.argv = bwrap_argv(workdir)
+
+    def __call__(self) -> None:
+        fd = os.open(self.filter, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            argv = [self.argv[0], "--seccomp", str(fd), *self.argv[1:]]
+            subprocess.run(argv, env={}, stdin=subprocess.DEVNULL, check=True, pass_fds=(fd,))
+        finally:
+            os.close(fd)
 
 
 def direct_spec(workdir: str, run_id: str):  # type: ignore[no-untyped-def]
@@ -462,7 +483,7 @@ def main(quick: bool = False) -> int:
         with daemon_client(tmp, str(workdir), args.concurrency) as daemon:
             contestants: dict[str, Timed] = {
                 "plain fork/exec": lambda: spawn(["/bin/true"]),
-                "bwrap": lambda: spawn(bwrap_argv(str(workdir))),
+                "bwrap": Bwrap(str(workdir), tmp),
                 "run_in_sandbox": direct,
             }
             if daemon is not None:
