@@ -144,6 +144,9 @@ def interleaved(
     while done < runs:
         n = min(BLOCK, runs - done)
         for name, fn in contestants.items():
+            settle = getattr(fn, "settle", None)
+            if settle is not None:
+                settle()
             times[name] += measure(fn, n, warmup=0, gap_s=gap_s)
         done += n
     return times
@@ -203,9 +206,14 @@ class Direct:
         self.loop.run_until_complete(main())
         return per_task * concurrency / (time.perf_counter() - t0)
 
-    def close(self) -> None:
-        # The last runs' clean-up (pid 1's exit, the cgroup's removal) is still under way.
+    def settle(self) -> None:
+        """Untimed, before a block: the clean-up of the last runs (pid 1's exit, the cgroup's
+        removal), which the daemon's loop does while the other contestants run, and which
+        this loop, run only inside the calls, would otherwise leave to the next timed one."""
         self.loop.run_until_complete(asyncio.gather(*asyncio.all_tasks(self.loop)))
+
+    def close(self) -> None:
+        self.settle()
         self.loop.run_until_complete(self.loop.shutdown_default_executor())
         self.loop.close()
 

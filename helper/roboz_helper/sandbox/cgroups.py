@@ -261,11 +261,16 @@ class RunCgroup:
             raise
         self.dirs = new
 
-    def open_procs_fds(self) -> list[int]:
-        """Write-only descriptors of every cgroup.procs; the run writes "0" (itself) to each."""
+    def open_join_fds(self) -> list[int]:
+        """Write-only descriptors through which a process moves itself into the run's
+        cgroup(s) by writing "0": v2 ``cgroup.procs``; v1 ``tasks``, which moves the calling
+        thread alone and so skips the global threadgroup lock that ``cgroup.procs`` takes --
+        whose first writer after a quiet spell waits for an RCU grace period (10-20 ms on an
+        idle machine) holding the cgroup lock, stalling every other cgroup change meanwhile.
+        Whoever writes is sandbox-init, single-threaded, so its thread is the process."""
+        name = "tasks" if self.be.version == 1 else "cgroup.procs"
         return [
-            os.open(os.path.join(d, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
-            for d in self.dirs.values()
+            os.open(os.path.join(d, name), os.O_WRONLY | os.O_CLOEXEC) for d in self.dirs.values()
         ]
 
     def pids(self) -> list[int]:

@@ -439,7 +439,7 @@ async def _fork_run(
             except OSError as exc:
                 log.warning("sandbox zygote unavailable, forking the helper: %s", exc)
         cg = cgroups.RunCgroup.create(spec.run_id, spec.pids_max, spec.memory_max_bytes)
-        procs = cg.open_procs_fds() if cg is not None else []
+        procs = cg.open_join_fds() if cg is not None else []
         try:
             base["reset_signals"] = child.signals_to_reset()
             plan = child.ChildPlan(cgroup_procs_fds=tuple(procs), **base)

@@ -159,7 +159,7 @@ class Forker:
                     plan.pids_max + 1,
                     plan.memory_max,
                 )
-        pool_fds = tuple(pool.open_procs_fds()) if pool is not None else ()
+        pool_fds = tuple(pool.open_join_fds()) if pool is not None else ()
         config = init_wire.encode_config(
             plan, prepare_run=bool(pool_fds), report=False, pool=len(pool_fds)
         )
@@ -185,7 +185,7 @@ def _run_cgroup(plan: child.ChildPlan) -> tuple[child.ChildPlan, cgroups.RunCgro
     cg = cgroups.RunCgroup.create_named(plan.cgroup_name, plan.pids_max, plan.memory_max)
     if cg is None:
         raise OSError("no usable cgroup hierarchy")
-    return dataclasses.replace(plan, cgroup_procs_fds=tuple(cg.open_procs_fds())), cg
+    return dataclasses.replace(plan, cgroup_procs_fds=tuple(cg.open_join_fds())), cg
 
 
 def _offer(sock: socket.socket, forker: Forker, plan: child.ChildPlan, template: Template) -> None:

@@ -91,7 +91,7 @@ async def start_warm(warm: Warm, plan: child.ChildPlan) -> tuple[int, int] | Non
             made = cgroups.RunCgroup.create_named(plan.cgroup_name, plan.pids_max, plan.memory_max)
             if made is None:
                 raise OSError("no usable cgroup hierarchy")
-            plan = dataclasses.replace(plan, cgroup_procs_fds=tuple(made.open_procs_fds()))
+            plan = dataclasses.replace(plan, cgroup_procs_fds=tuple(made.open_join_fds()))
         try:
             await _send_request(loop, warm.ctrl, plan)
         finally:
