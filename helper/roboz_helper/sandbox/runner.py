@@ -428,9 +428,11 @@ async def _fork_run(
             try:
                 zygote = zygote_client.get()
                 warm = await zygote.take_warm(transport.shape_key(plan))
-                started = await zygote_client.start_warm(warm, plan) if warm else None
-                if started is not None:
+                if warm is not None:
+                    # The zygote builds the next one while this one is handed over: under
+                    # concurrent runs the hand-overs queue behind the zygote's builds.
                     zygote.prepare_next(plan)
+                started = await zygote_client.start_warm(warm, plan) if warm else None
                 pid, pidfd = started or await zygote.spawn(plan)
                 # A warm pid 1 sits in its pooled cgroup (v1), which became the run's; the run
                 # process alone joins a cgroup made for the request.
