@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from . import cgroups, child, mounts, rlimits, transport, zygote_client
+from . import cgroups, child, cleanup, mounts, rlimits, transport, zygote_client
 from .seccomp import DENIAL_NOTE
 from .spec import SandboxError, SandboxOutcome, SandboxSpec, validate
 from .support import sandbox_support
@@ -32,7 +32,6 @@ USE_ZYGOTE = os.environ.get("ROBOZ_SANDBOX_ZYGOTE", "1") != "0"
 OnOutput = Callable[[int, bytes], Awaitable[None]]
 READ_CHUNK = 65536
 KILL_RETRY_S = 1.0
-DRAIN_TIMEOUT_S = 5.0
 # Benchmarks set this to see where a run's time goes: called with the run_id, a phase name and
 # time.monotonic() at "started" (pid 1 has the plan), "output_closed" (every holder of the
 # run's stdout and stderr is gone: the main process has exited), "exited" (pid 1 reported the
@@ -244,7 +243,7 @@ class _Run:
             finally:
                 self.loop.remove_reader(pidfd_b)
         if self.cg is not None:
-            deadline = time.monotonic() + DRAIN_TIMEOUT_S
+            deadline = time.monotonic() + cleanup.DRAIN_TIMEOUT_S
             while not self.cg.kill_once() and time.monotonic() < deadline:
                 await asyncio.sleep(0.005)
 
@@ -505,68 +504,8 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
                 with contextlib.suppress(OSError):
                     os.close(fd)
         if run.cg is not None or init_exiting >= 0:
-            _finish_later(spec.run_id, run.cg, init_exiting)
-
-
-# After the outcome: wait for an exiting pid 1 (the kernel tears the run's namespaces down as
-# it exits, ~1 ms that no longer delays the completion), then remove the empty cgroup. Both
-# on the loop, in a task (asyncio.run waits for it: it outlives a cancellation): a thread per
-# run cost more than the rmdir, in handing the interpreter lock back and forth with the loop
-# (~0.25 ms of CPU per run under load), and the rmdir of an empty cgroup takes ~0.1 ms now
-# that no join holds the cgroup lock through an RCU grace period (cgroups.open_join_fds).
-# Only a cgroup that still holds a process goes to a thread, to be killed and removed. A
-# helper that dies first leaves only an empty cgroup, which reclaim_stale_runs() removes at
-# its start.
-_pending_removals: set[asyncio.Future[None]] = set()
-
-
-def _finish_later(run_id: str, cg: cgroups.RunCgroup | None, init_pidfd: int) -> None:
-    task = asyncio.ensure_future(_finish(run_id, cg, init_pidfd))
-    _pending_removals.add(task)
-    task.add_done_callback(_pending_removals.discard)
-
-
-async def _finish(run_id: str, cg: cgroups.RunCgroup | None, init_pidfd: int) -> None:
-    if init_pidfd >= 0:
-        await _init_gone(run_id, init_pidfd)
-    if cg is None or cg.remove():
-        return
-    removal = asyncio.get_running_loop().run_in_executor(None, _remove, cg)
-    while not removal.done():
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(removal)
-
-
-async def _init_gone(run_id: str, pidfd: int) -> None:
-    """Until the exiting pid 1 is gone (it only had to exit: killed after DRAIN_TIMEOUT_S)."""
-    loop = asyncio.get_running_loop()
-    gone = loop.create_future()
-
-    def resolve() -> None:
-        if not gone.done():
-            gone.set_result(None)
-
-    def kill() -> None:
-        with contextlib.suppress(OSError):
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-
-    loop.add_reader(pidfd, resolve)
-    timer = loop.call_later(DRAIN_TIMEOUT_S, kill)
-    try:
-        while not gone.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(gone)
-        _phase(run_id, "init_exited")
-    finally:
-        timer.cancel()
-        loop.remove_reader(pidfd)
-        os.close(pidfd)
-
-
-def _remove(cg: cgroups.RunCgroup) -> None:
-    """A cgroup that rmdir refused because it still holds a process: kill, then remove."""
-    cg.kill_all(DRAIN_TIMEOUT_S)
-    cg.remove()
+            run_id = spec.run_id
+            cleanup.finish_later(run.cg, init_exiting, lambda: _phase(run_id, "init_exited"))
 
 
 def reclaim_stale_runs() -> None:
