@@ -426,11 +426,12 @@ async def _fork_run(
             )
             try:
                 zygote = zygote_client.get()
-                warm = await zygote.take_warm(transport.shape_key(plan))
+                key = transport.shape_key(plan)
+                warm = await zygote.take_warm(key)
                 if warm is not None:
                     # The zygote builds the next one while this one is handed over: under
                     # concurrent runs the hand-overs queue behind the zygote's builds.
-                    zygote.prepare_next(plan)
+                    zygote.prepare_next(plan, key)
                 started = await zygote_client.start_warm(warm, plan) if warm else None
                 pid, pidfd = started or await zygote.spawn(plan)
                 # A warm pid 1 sits in its pooled cgroup (v1), which became the run's; the run

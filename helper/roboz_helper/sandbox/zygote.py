@@ -120,6 +120,14 @@ class Forker:
         # Children get the read end; we hold the write end for life (EOF = we are gone).
         self.alive_r, self._alive_w = os.pipe2(os.O_CLOEXEC)
         self.server = init_wire.ForkServer(reset_signals)
+        # The last warm plan's configuration and shape key (plan, flags, config, key): a
+        # repeated request for a warm pid 1 is the same plan object (see serve).
+        self._config: tuple[child.ChildPlan, tuple[bool, int], bytes, bytes] | None = None
+
+    def shape_key(self, plan: child.ChildPlan) -> bytes:
+        if self._config is not None and self._config[0] is plan:
+            return self._config[3]
+        return shape_key(plan)
 
     def spawn(
         self, config: bytes, ctrl: int, report_fd: int = -1, pool_fds: tuple[int, ...] = ()
@@ -160,9 +168,13 @@ class Forker:
                     plan.memory_max,
                 )
         pool_fds = tuple(pool.open_join_fds()) if pool is not None else ()
-        config = init_wire.encode_config(
-            plan, prepare_run=bool(pool_fds), report=False, pool=len(pool_fds)
-        )
+        flags = (bool(pool_fds), len(pool_fds))
+        if self._config is None or self._config[0] is not plan or self._config[1] != flags:
+            config = init_wire.encode_config(
+                plan, prepare_run=flags[0], report=False, pool=flags[1]
+            )
+            self._config = (plan, flags, config, shape_key(plan))
+        config = self._config[2]
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             pid, pidfd = self.spawn(config, theirs.fileno(), pool_fds=pool_fds)
@@ -206,7 +218,7 @@ def _offer(sock: socket.socket, forker: Forker, plan: child.ChildPlan, template:
         pool_name = os.path.basename(next(iter(pool.dirs.values()))) if pool is not None else ""
         body = ENCODER.encode(
             (
-                shape_key(plan),
+                forker.shape_key(plan),
                 pid,
                 pool_name,
                 plan.pids_max + 1,
@@ -231,6 +243,9 @@ def serve(sock: socket.socket) -> None:
     reset_signals = child.signals_to_reset()  # the zygote's dispositions never change
     template = Template()  # first: the fork server must live in the template's namespace
     forker = Forker(reset_signals)
+    # The last request for a warm pid 1 (body, template, plan): runs of one shape send the
+    # same bytes (zygote_client.Zygote._prepare_message), decoded once.
+    prepared: tuple[bytes, str | None, child.ChildPlan] | None = None
     while True:
         try:
             # MSG_CMSG_CLOEXEC: received descriptors must not survive the run's exec.
@@ -251,13 +266,20 @@ def serve(sock: socket.socket) -> None:
             (length,) = HEADER.unpack(data)
             if length > MAX_PLAN_BYTES:
                 raise ValueError("plan too large")
-            plan = with_fds(DECODER.decode(recv_exactly(sock, length)), fds)
-            plan = dataclasses.replace(
-                plan,
-                helper_pid=me,
-                reset_signals=reset_signals,
-                mounts=dataclasses.replace(plan.mounts, template=template.current()),
-            )
+            body = recv_exactly(sock, length)
+            current = template.current()
+            if not fds and prepared is not None and prepared[:2] == (body, current):
+                plan = prepared[2]  # the same request for a warm pid 1 as last time
+            else:
+                plan = with_fds(DECODER.decode(body), fds)
+                plan = dataclasses.replace(
+                    plan,
+                    helper_pid=me,
+                    reset_signals=reset_signals,
+                    mounts=dataclasses.replace(plan.mounts, template=current),
+                )
+                if plan.prepare_only and not fds:
+                    prepared = (body, current, plan)
             if plan.prepare_only:
                 _offer(sock, forker, plan, template)
                 continue

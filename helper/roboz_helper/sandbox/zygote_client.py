@@ -143,6 +143,7 @@ class Zygote:
         self._lock_loop: asyncio.AbstractEventLoop | None = None
         self.warm: Warm | None = None
         self._offers_due = 0  # every reply is followed by an offer (maybe empty)
+        self._prepared: tuple[tuple[object, ...], bytes] | None = None
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -231,17 +232,39 @@ class Zygote:
                 self.warm.discard(loop)
             self.warm = Warm(key, pid, fds[0], ctrl, built_at, expires_at, pool, (pids, memory))
 
-    def prepare_next(self, plan: child.ChildPlan) -> None:
-        """Ask for a warm pid 1 of ``plan``'s shape for the next request (its offer is read
-        then). Only when the zygote is idle: a request under way brings an offer anyway. The
-        request is small and the socket idle, so it is sent at once, without awaiting."""
+    def _prepare_message(self, plan: child.ChildPlan, key: bytes) -> bytes:
+        """The request for a warm pid 1 of ``plan``'s shape: what the zygote acts on (the
+        shape, the pool's limits, whether there is a cgroup), nothing of this run's command,
+        so runs of one shape send the same bytes, encoded once."""
+        cache_key = (key, plan.outer_uid, plan.outer_gid, plan.pids_max, plan.memory_max,
+                     bool(plan.cgroup_name))  # fmt: skip
+        if self._prepared is not None and self._prepared[0] == cache_key:
+            return self._prepared[1]
+        shape = dataclasses.replace(
+            plan,
+            mounts=dataclasses.replace(plan.mounts, script_path=None, script_bytes=None),
+            prepare_only=True,
+            cgroup_procs_fds=(),
+            cgroup_name="pool" if plan.cgroup_name else "",
+            exec_path="",
+            exec_argv=(),
+            env={},
+            rlimits=(),
+        )
+        body = encode_plan(shape)
+        message = HEADER.pack(len(body)) + body
+        self._prepared = (cache_key, message)
+        return message
+
+    def prepare_next(self, plan: child.ChildPlan, key: bytes) -> None:
+        """Ask for a warm pid 1 of ``plan``'s shape (``key``: transport.shape_key) for the next
+        request (its offer is read then). Only when the zygote is idle: a request under way
+        brings an offer anyway. The request is small and the socket idle, so it is sent at
+        once, without awaiting."""
         loop = asyncio.get_running_loop()
         if self.sock is None or self._lock_for(loop).locked():
             return
-        mounts = dataclasses.replace(plan.mounts, script_path=None, script_bytes=None)
-        shape = dataclasses.replace(plan, mounts=mounts, prepare_only=True, cgroup_procs_fds=())
-        body = encode_plan(shape)
-        message = HEADER.pack(len(body)) + body
+        message = self._prepare_message(plan, key)
         try:
             sent = self.sock.send(message)
         except BlockingIOError:
