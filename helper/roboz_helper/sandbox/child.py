@@ -53,7 +53,7 @@ class ChildPlan:
     stderr_w: int
     setup_w: int  # set-up errors (close-on-exec: EOF once the run has exec'd)
     status_w: int  # A writes B's pid, B writes the run's status
-    cgroup_procs_fds: tuple[int, ...]
+    cgroup_procs_fds: tuple[int, ...]  # cgroup join files (cgroups.open_join_fds)
     reset_signals: tuple[int, ...]
     # Zygote mode: the zygote makes (or renames a pooled one to) this cgroup.
     cgroup_name: str = ""

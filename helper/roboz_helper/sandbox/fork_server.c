@@ -12,7 +12,7 @@ see main in init.c). It lives in the zygote's mount namespace (the system templa
  * Protocol on descriptor 3, a SOCK_SEQPACKET socket whose other end only the zygote holds
  * (init_wire.ForkServer), one message each way per pid 1:
  *   request: u8 report, u8 npool, with SCM_RIGHTS [request socket, configuration, alive pipe,
- *            set-up pipe if report, npool pooled cgroup.procs files]
+ *            set-up pipe if report, npool pooled cgroup join files]
  *   reply:   i32 pid, with SCM_RIGHTS [pidfd of it]; or i32 -errno and no descriptor
  * The server reaps its children (every pid 1) itself; the zygote holds a pidfd of each.
  */

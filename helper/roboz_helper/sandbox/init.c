@@ -15,7 +15,7 @@
  * Wire formats (little endian, strings as u32 length + bytes; see sandbox/init_wire.py):
  *   configuration: "RZI1" u32 uid, u32 gid, u8 rootless, u8 prepare_run, str workdir,
  *                  u32 n, n x 8 bytes of the seccomp filter
- *   request:       u32 length with SCM_RIGHTS [stdout, stderr, set-up, status, cgroup.procs...],
+ *   request:       u32 length with SCM_RIGHTS [stdout, stderr, set-up, status, cgroup joins...],
  *                  then: u8 in_cgroup, u32 n, n x (u32 resource, u64 soft, u64 hard),
  *                  str exec path, u32 argc, argc x str, u32 envc, envc x str,
  *                  str script path (empty: none), str script bytes
@@ -74,7 +74,7 @@ struct request {
     uint8_t *body;
     uint32_t body_len;
     int fds[MAX_FDS];
-    int nfds; /* stdout, stderr, set-up, status, cgroup.procs... */
+    int nfds; /* stdout, stderr, set-up, status, cgroup join files... */
 };
 
 static struct config cfg;

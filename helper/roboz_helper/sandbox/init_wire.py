@@ -66,7 +66,7 @@ def _binds(items: Sequence[mounts.Bind]) -> bytes:
 def encode_config(plan: ChildPlan, prepare_run: bool, report: bool, pool: int) -> bytes:
     """What pid 1 is built for: identity, the seccomp filter, the mount plan (without the
     script, which comes with the request), whether it reports set-up failures on the
-    request's set-up pipe, how many pooled cgroup.procs files it joins."""
+    request's set-up pipe, how many pooled cgroup join files it writes to."""
     m = plan.mounts
     loopback = plan.network == "loopback"
     flags = struct.pack("<IIBBBBI", plan.uid, plan.gid, plan.rootless, prepare_run, report,
@@ -142,7 +142,7 @@ def spawn(
     reset_signals: tuple[int, ...],
 ) -> int:
     """Start sandbox-init (its pid): vfork and exec, with the request socket, its
-    configuration, the alive pipe, the set-up pipe and the pooled cgroup.procs files at the
+    configuration, the alive pipe, the set-up pipe and the pooled cgroup join files at the
     descriptors it expects, default signal dispositions, an empty mask and environment."""
     memfd = _config_fd(config)
     high: list[int] = []

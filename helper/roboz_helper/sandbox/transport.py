@@ -1,7 +1,7 @@
 """The helper <-> zygote wire: a plan and its descriptors.
 
 A ``<u32 length>`` header carrying the plan's descriptors (stdout, stderr, set-up and status
-pipes, cgroup.procs files) as SCM_RIGHTS, then ``length`` bytes of msgspec-encoded
+pipes, cgroup join files) as SCM_RIGHTS, then ``length`` bytes of msgspec-encoded
 ``ChildPlan`` without descriptor numbers (the receiver fills in the ones it got). Received
 descriptors are close-on-exec (MSG_CMSG_CLOEXEC), so none can survive into a run by accident.
 """

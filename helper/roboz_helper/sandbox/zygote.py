@@ -13,7 +13,7 @@ runs.
 
 Protocol on a private socketpair (only the helper holds the other end): the helper sends a
 header ``<u32 length>`` carrying the run's descriptors (stdout, stderr, set-up and status
-pipes, cgroup.procs files) as SCM_RIGHTS, then ``length`` bytes of msgspec-encoded
+pipes, cgroup join files) as SCM_RIGHTS, then ``length`` bytes of msgspec-encoded
 ``ChildPlan``; the zygote has the run's pid 1 started in a fresh pid namespace (the fork
 server's ``unshare``, fork, ``setns`` back) and answers ``<i32 pid>`` plus a pidfd of it, or
 ``<i32 -1>`` followed by an error text. Requests are serialised by the helper.
@@ -191,7 +191,7 @@ class Forker:
 
 def _run_cgroup(plan: child.ChildPlan) -> tuple[child.ChildPlan, cgroups.RunCgroup | None]:
     """Cold start: make the run's cgroup here; the run process joins it through the
-    cgroup.procs descriptors put into its plan."""
+    cgroup join descriptors (cgroups.open_join_fds) put into its plan."""
     if not plan.cgroup_name:
         return plan, None
     cg = cgroups.RunCgroup.create_named(plan.cgroup_name, plan.pids_max, plan.memory_max)
