@@ -17,6 +17,8 @@ import time
 
 from roboz_helper.sandbox import run_in_sandbox
 
+from tests.procfs import descends_from, processes
+
 from .conftest import RUN_UID, Sandbox
 
 LIBC = "import ctypes, os, json\nlibc = ctypes.CDLL(None, use_errno=True)\n"
@@ -116,34 +118,11 @@ def test_pid1_environ_unreadable_and_wiped(sandbox: Sandbox) -> None:
     assert b"pytest" not in host_cmdline and b"python" not in host_cmdline
 
 
-def _ppid(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-
-
-def _descends_from_us(pid: int) -> bool:
-    while pid > 1:
-        pid = _ppid(pid)
-        if pid == os.getpid():
-            return True
-    return False
-
-
 def _our_sandbox_inits() -> list[int]:
     """Host pids of sandbox pid-1 processes started by this test process (its descendants:
     through the zygote and its fork server, or the set-up process in direct mode)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/comm") as f:
-                    if f.read().strip() != "sandbox-init":
-                        continue
-                if _descends_from_us(int(entry)):
-                    found.append(int(entry))
-            except OSError:
-                pass
-    return found
+    me = os.getpid()
+    return [p.pid for p in processes() if p.comm == "sandbox-init" and descends_from(p.pid, me)]
 
 
 def test_ptrace_and_process_vm_of_pid1_fail(sandbox: Sandbox) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import array
 import errno
+import fcntl
 import os
 import select
 import signal
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from roboz_helper.sandbox import init_wire, support
+
+from tests.procfs import children_named, gone
 
 from .conftest import Sandbox
 
@@ -55,55 +58,35 @@ def test_pid1_is_the_program_with_an_empty_environment(sandbox: Sandbox) -> None
     assert "Permission denied" in r.err, r
 
 
-def _children_named(parent: int, comm: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            name = stat[stat.index("(") + 1 : stat.rindex(")")]
-            if name == comm and int(stat.rsplit(")", 1)[1].split()[1]) == parent:
-                found.append(int(entry))
-    return found
-
-
-def _gone(pid: int, timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return True
-        if state == "Z":
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def test_the_fork_server_is_restarted_and_dies_with_the_zygote(sandbox: Sandbox) -> None:
     """pid 1 is forked by sandbox-init's fork server, a child of the zygote. A dead server is
     replaced at the next run; a dead zygote takes the server and every pid 1 along."""
     from roboz_helper.sandbox import runner, zygote_client
+    from roboz_helper.sandbox import zygote as zygote_module
 
     if not runner.USE_ZYGOTE:
         pytest.skip("ROBOZ_SANDBOX_ZYGOTE=0: runs fork the helper itself")
     assert sandbox.exec("/bin/true").outcome.status == "success"
     zygote = zygote_client.get().proc
     assert zygote is not None
-    (server,) = _children_named(zygote.pid, "sandbox-forker")
+    (server,) = children_named(zygote.pid, "sandbox-forker")
     os.kill(server, signal.SIGKILL)
-    assert _gone(server)
+    assert gone(server)
     r = sandbox.exec("/bin/echo", "again")
     assert r.outcome.status == "success" and r.out == "again\n", r
-    (replacement,) = _children_named(zygote.pid, "sandbox-forker")
+    (replacement,) = children_named(zygote.pid, "sandbox-forker")
     assert replacement != server
-    inits = _children_named(replacement, "sandbox-init")  # the warm pid 1 for the next run
+    inits: list[int] = []
+    if zygote_module.POOL:  # the warm pid 1 for the next run, built right after the offer
+        deadline = time.monotonic() + 10  # bounds a hang only
+        while not inits and time.monotonic() < deadline:
+            inits = children_named(replacement, "sandbox-init")
+            time.sleep(0.02)
+        assert inits, "no warm pid 1 under the new fork server"
     os.kill(zygote.pid, signal.SIGKILL)
     zygote.wait()
-    assert _gone(replacement), "the fork server outlived the zygote"
-    assert all(_gone(pid) for pid in inits), "a pid 1 outlived its fork server"
+    assert gone(replacement), "the fork server outlived the zygote"
+    assert all(gone(pid) for pid in inits), "a pid 1 outlived its fork server"
     assert sandbox.exec("/bin/true").outcome.status == "success"  # a new zygote, a new server
 
 
@@ -132,12 +115,32 @@ def test_malformed_requests_do_not_take_the_fork_server_down(needs_root: None) -
             assert readable, "pid 1 did not exit"
         finally:
             os.close(pidfd)
-        assert not _gone(server.pid, timeout_s=0.1), "the fork server died"
+        assert not gone(server.pid, timeout_s=0.1), "the fork server died"
     finally:
         server.stop()
         for fd in (null, alive_r, alive_w):
             os.close(fd)
         ours.close()
         theirs.close()
-    assert _gone(server.pid), "the fork server outlived its socket"
+    assert gone(server.pid), "the fork server outlived its socket"
     os.waitpid(server.pid, 0)
+
+
+def test_the_shared_configuration_cannot_be_changed(needs_root: None) -> None:
+    """pid 1s of one shape share one configuration memfd: it is sealed, so nothing that holds
+    it can write, grow or shrink it, or unseal it."""
+    memfd = init_wire._config_fd(b"RZI2 configuration")
+    try:
+        with pytest.raises(PermissionError):
+            os.write(memfd, b"evil")
+        with pytest.raises(PermissionError):
+            os.pwrite(memfd, b"evil", 0)
+        with pytest.raises(PermissionError):
+            os.ftruncate(memfd, 0)
+        with pytest.raises(PermissionError):
+            os.ftruncate(memfd, 1 << 20)
+        with pytest.raises(PermissionError):
+            fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, 0)  # F_SEAL_SEAL: no seal can be removed
+        assert os.pread(memfd, 64, 0) == b"RZI2 configuration"
+    finally:
+        os.close(memfd)
