@@ -3,6 +3,7 @@ event), stopped when the parent's run ends."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import roboz.tools
@@ -11,6 +12,7 @@ from roboz.agent.background import (
     BackgroundAgentFailed,
     BackgroundAgentStarted,
     BackgroundAgentStopped,
+    background_agents_tool,
 )
 from roboz.deployment import Capability, DeployableAgent, RuntimeValue, ToolLabel
 from roboz.llm import MockLLMEndpoint
@@ -101,8 +103,6 @@ def test_background_agents_start_once_per_run() -> None:
         runs.append(1)
         return roboz.models.Stop(value="done")
 
-    from roboz.agent.background import background_agents_tool
-
     helper = Agent(name="helper", mode=AgentMode.DETERMINISTIC, default_tools=[once])
     lead = Agent(
         name="lead",
@@ -125,3 +125,38 @@ def wait_named(name: str) -> roboz.tools.Tool:
         return Str(value="waited")
 
     return wait
+
+
+def test_a_background_agent_cancelled_because_its_parent_ended_stopped_normally() -> None:
+    working = threading.Event()
+
+    @tool
+    def keep_watch(input: Empty, messages: list[Message]) -> Empty:
+        """Watch for as long as the parent runs (never stops by itself)."""
+        working.set()
+        time.sleep(0.01)
+        return Empty()
+
+    @tool
+    def wait_for_watch(input: Str, messages: list[Message]) -> Str:
+        """Return once the watcher is at work, so the parent ends while it runs."""
+        assert working.wait(10), "the background agent never ran"
+        return Str(value="watched")
+
+    watcher = Agent(
+        name="watcher", mode=AgentMode.DETERMINISTIC, default_tools=[keep_watch], max_steps=10**6
+    )
+    events: list[Event] = []
+    lead = Agent(
+        name="lead",
+        agent_endpoint=MockLLMEndpoint(
+            [{"action": "wait_for_watch", "value": "x"}, {"action": "stop", "value": "ok"}]
+        ),
+        tools=[wait_for_watch, roboz.tools.stop],
+        default_tools=[background_agents_tool([watcher])],
+        event_pipe=EventPipe([events.append]),
+    )
+    lead.invoke()
+    mine = [e for e in events if getattr(e, "background", None) == "watcher"]
+    assert [type(e) for e in mine] == [BackgroundAgentStarted, BackgroundAgentStopped]
+    assert isinstance(mine[-1], BackgroundAgentStopped) and mine[-1].reason == "parent ended"

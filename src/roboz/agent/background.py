@@ -4,7 +4,8 @@ The tool starts each background agent once, in its own Python thread, the first 
 in a parent run. A background agent that fails is reported (BackgroundAgentFailed on the
 parent's event pipe, never silent) and restarted after ``restart_delay_s``; one that reaches
 its Stop is done. All of them are cancelled and joined when the parent's run ends, however
-it ends (the supervisor listens for the parent's AgentFinished / AgentFailed).
+it ends (the supervisor listens for the parent's AgentFinished / AgentFailed); a run that
+this cancellation ends is a normal stop (BackgroundAgentStopped, "parent ended"), not a failure.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from roboz.agent.current import current_agent
+from roboz.agent.errors import AgentCancelledError
 from roboz.models import Empty, Message
 from roboz.runtime.events import AgentFailed, AgentFinished, Event, EventPipe, current_pipe
 from roboz.tools import Tool
@@ -71,6 +73,8 @@ class _Supervisor:
                 self.agent.invoke()
             except Exception as error:
                 ending = self.ending.is_set()
+                if ending and isinstance(error, AgentCancelledError):
+                    break  # stop() cancelled it because the parent ended: a normal stop
                 self.pipe.emit(
                     BackgroundAgentFailed(
                         agent=self.parent,
