@@ -5,6 +5,7 @@ corrupt memory document is reported and not injected."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import pytest
@@ -21,6 +22,13 @@ from roboz.shed.tools.consolidation import (
 )
 from roboz.shed.tools.maintenance import Maintenance
 from roboz.shed.tools.snapshots import SnapshotFailed, Snapshots
+from roboz.threads import (
+    AgentMessage,
+    AgentMessageStatus,
+    AgentRole,
+    AgentTextContent,
+    AgentToolUseContent,
+)
 from tests.shed.memory.conftest import add_run, append
 from tests.shed.memory.summarizer import ScriptedSummarizer, default_reply
 
@@ -170,3 +178,56 @@ def test_a_crash_between_writing_and_recording_a_snapshot(maintenance: Maintenan
     assert [(r.first_seq, r.last_seq) for r in store.list_snapshots("p")] == [(0, 1)]
     Retention(maintenance).sweep([])  # the orphan of the crashed sweep goes
     assert [p.name for p in maintenance.sandbox.snapshots_dir.iterdir()] == ["a.0-1.md"]
+
+
+def test_rows_written_outside_a_run_are_snapshotted(maintenance: Maintenance) -> None:
+    store = maintenance.store
+    add_run(store, "a", ["fact: said in the run"])
+    # A message a user interface appended, and a fork of the thread: rows with no RoboZ
+    # message, only the seed-001 blocks.
+    store.append_message("a", AgentMessage.text("fact: typed in the UI"))
+    store.append_message(
+        "a",
+        AgentMessage(
+            role=AgentRole.ASSISTANT,
+            content=[
+                AgentTextContent(text="fact: answered by a client"),
+                AgentToolUseContent(tool_use_id="u1", tool_name="lookup", input={"q": "roses"}),
+            ],
+            status=AgentMessageStatus.COMPLETED,
+        ),
+    )
+    fork = store.fork_thread("a", 2, created_by="worker")
+    summarizer = ScriptedSummarizer()
+    events, _ = sweep(Snapshots(maintenance, summarizer))
+    assert [e for e in events if isinstance(e, SnapshotFailed)] == []
+    assert covered(maintenance) == {"a": 2, fork.thread_id: 2}
+    prompt = next(p for p in summarizer.prompts if "thread a," in p)
+    assert "fact: typed in the UI" in prompt and "fact: answered by a client" in prompt
+    assert '[lookup] {"q": "roses"}' in prompt
+    forked = next(p for p in summarizer.prompts if f"thread {fork.thread_id}," in p)
+    assert "fact: said in the run" in forked and "fact: typed in the UI" in forked
+
+
+@pytest.mark.sqlite_only
+def test_a_thread_that_cannot_be_read_fails_alone_and_is_retried(
+    maintenance: Maintenance,
+) -> None:
+    store = maintenance.store
+    add_run(store, "a", ["fact: alpha"])
+    add_run(store, "b", ["fact: beta"])
+    good = "SELECT content FROM messages WHERE thread_id = 'a' AND seq = 0"
+    with sqlite3.connect(maintenance.sandbox.run_store) as conn:
+        (kept,) = conn.execute(good).fetchone()
+        # A row as a broken writer might leave it: extras gone, content not block pairs.
+        conn.execute(
+            "UPDATE messages SET content = '{}', extras = NULL WHERE thread_id = 'a' AND seq = 0"
+        )
+    events, _ = sweep(Snapshots(maintenance, ScriptedSummarizer()))
+    failed = [e for e in events if isinstance(e, SnapshotFailed)]
+    assert [e.thread_id for e in failed] == ["a"] and "CorruptRecordError" in failed[0].reason
+    assert covered(maintenance) == {"a": -1, "b": 0}  # b was snapshotted all the same
+    with sqlite3.connect(maintenance.sandbox.run_store) as conn:
+        conn.execute("UPDATE messages SET content = ? WHERE thread_id = 'a' AND seq = 0", (kept,))
+    events, _ = sweep(Snapshots(maintenance, ScriptedSummarizer()))
+    assert covered(maintenance) == {"a": 0, "b": 0}  # retried on the next sweep

@@ -7,6 +7,11 @@ rows after its covered sequence number. A snapshot is made when the new part pas
 file is written atomically and named after its source, and its coverage is recorded in the
 store after it, so a sweep killed in between makes the same file again and never covers a
 message twice. Images become URL or numbered markers; none reach the summarizer.
+
+Every row the store accepts can be snapshotted, also one written outside an agent run (a
+message a client appended, a fork's copies): those carry no RoboZ message, so their stored
+blocks are read as text. A thread whose snapshot fails for any reason is reported
+(SnapshotFailed) and left for the next sweep; the other threads are still snapshotted.
 """
 
 from __future__ import annotations
@@ -26,8 +31,18 @@ from roboz.shed.tools.maintenance import (
     estimate_tokens,
     write_atomically,
 )
-from roboz.threads import RunInfo, StoredRunMessage, TailRow
+from roboz.threads import (
+    AgentClientContextEntry,
+    AgentErrorContent,
+    AgentTextContent,
+    AgentToolResultContent,
+    AgentToolUseContent,
+    RunInfo,
+    StoredRunMessage,
+    TailRow,
+)
 from roboz.threads._runs import DRAFT, NOTICE
+from roboz.threads.content import decode_blocks
 
 DEFAULT_NAME = "take_snapshots"
 
@@ -51,7 +66,8 @@ class SnapshotTaken(Event):
 
 @dataclass(frozen=True)
 class SnapshotFailed(Event):
-    """The summarizer failed for this thread; its messages stay unsnapshotted for next sweep."""
+    """This thread's snapshot failed (the summarizer, or reading its rows); its messages stay
+    unsnapshotted for the next sweep."""
 
     thread_id: str = ""
     reason: str = ""
@@ -59,6 +75,35 @@ class SnapshotFailed(Event):
 
 def snapshot_id(thread_id: str, first_seq: int, last_seq: int) -> str:
     return f"{thread_id}.{first_seq}-{last_seq}"
+
+
+_ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT}
+
+
+def _block_text(block: object) -> str:
+    if isinstance(block, AgentTextContent):
+        return block.text
+    if isinstance(block, AgentToolUseContent):
+        return f"[{block.tool_name}] {json.dumps(block.input, ensure_ascii=False)}"
+    if isinstance(block, AgentToolResultContent):
+        payload = block.resolve_payload()
+        text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+        return f"[{block.tool_name} {block.status}] {text}"
+    if isinstance(block, AgentErrorContent):
+        return f"[error] {block.error_message}"
+    if isinstance(block, AgentClientContextEntry):
+        return ""  # what the user had open is not what was said
+    return ""
+
+
+def _foreign_message(row: TailRow) -> Message:
+    """A row written without a RoboZ message (through the thread API, or a fork's copy):
+    its blocks as text. Read straight from the stored blocks, because such a row's seed-001
+    message needs columns (its timestamp) that a snapshot never reads."""
+    texts = [text for text in map(_block_text, decode_blocks(row.content)) if text]
+    role = _ROLES.get(row.role, Role.TOOL)
+    caller = row.role if role is Role.TOOL else None
+    return Message(role=role, caller=caller, content="\n".join(texts))
 
 
 def _messages(rows: list[TailRow]) -> list[Message]:
@@ -70,7 +115,10 @@ def _messages(rows: list[TailRow]) -> list[Message]:
             texts = [json.loads(b[1]).get("error_message", "") for b in blocks if b[0] == "error"]
             messages.append(Message(role=Role.TOOL, caller="run", content=" ".join(texts)))
             continue
-        stored = StoredRunMessage(row.seq, row.extras, "", row.role, row.status, None, row.content)
+        if row.extras is None:
+            messages.append(_foreign_message(row))
+            continue
+        stored = StoredRunMessage(row.seq, row.extras, "", row.role, row.status, None, None)
         message = message_from_row(stored)
         if message is not None:
             messages.append(message)
@@ -106,8 +154,15 @@ class Snapshots(MaintenanceStep):
         runs = self.maintenance.runs()
         self.maintenance.began_inactive = not any(map(self.maintenance.is_running, runs))
         for run in runs:
-            if run.has_new:
+            if not run.has_new:
+                continue
+            try:
                 self._snapshot(run, messages)
+            except Exception as error:  # a row it cannot read, the store failing for it
+                # One thread's trouble never costs the others their snapshot; its coverage
+                # is unchanged, so the next sweep tries it again.
+                reason = f"{type(error).__name__}: {error}"
+                emit(SnapshotFailed(thread_id=run.thread_id, reason=reason))
 
     def _snapshot(self, run: RunInfo, record: list[Message]) -> None:
         rows = self.maintenance.store.rows_after(run.thread_id, run.covered_through)
