@@ -5,11 +5,15 @@ the memory; the summarizer's prompts stay out of the watched agent's thread."""
 from __future__ import annotations
 
 import itertools
+import threading
 from pathlib import Path
 
+import pytest
+
+from roboz.agent.background import BackgroundAgentFailed
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Role
-from roboz.runtime.events import Event
+from roboz.runtime.events import AgentFinished, Event
 from roboz.shed.agents import orchestrator
 from roboz.shed.sandbox import Sandbox
 from roboz.shed.tools.consolidation import MemoryConsolidated
@@ -75,3 +79,67 @@ def test_second_run_starts_from_what_the_librarian_made_of_the_first(tmp_path: P
             spans.sort()
             assert all(a[1] < b[0] for a, b in itertools.pairwise(spans))
     assert all(m.role is not Role.SYSTEM or "memory" not in m.content for m in messages[1:])
+
+
+def test_the_final_sweep_happens_when_the_librarian_starts_after_its_run_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loaded machine, at its worst: the Librarian's thread gets to run only once the watched
+    run is over, so the Librarian never has a step of its own before it is stopped."""
+    sandbox = Sandbox(tmp_path).scoped("late")
+    definition = orchestrator(
+        sandbox,
+        agent_endpoint=MockLLMEndpoint(
+            [{"action": "stop", "value": "noted"}, {"action": "stop", "value": "Mondays"}]
+        ),
+        librarian_endpoint=ScriptedSummarizer(),
+        initial_messages=["fact: water the roses on Mondays"],
+    )
+    parent_ended = threading.Event()
+    events: list[Event] = []
+
+    def hear(event: Event) -> None:
+        events.append(event)
+        if isinstance(event, AgentFinished) and event.agent == "orchestrator":
+            parent_ended.set()
+
+    definition.event_pipe.subscribe(hear)
+    start = threading.Thread.start
+
+    def start_late(thread: threading.Thread) -> None:
+        if thread.name.startswith("roboz-background-"):
+            run = thread.run
+
+            def late() -> None:
+                parent_ended.wait(10)
+                run()
+
+            thread.run = late  # type: ignore[method-assign]
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start_late)
+    runtime, _ = definition.build()
+    runtime.invoke()
+    first_thread = runtime.thread_id
+    assert [e.thread_id for e in events if isinstance(e, SnapshotTaken)] == [first_thread]
+    assert any(isinstance(e, MemoryConsolidated) and e.version == 1 for e in events)
+    assert not any(isinstance(e, BackgroundAgentFailed) for e in events)
+
+    parent_ended.clear()
+    definition.set_initial_messages(["When do I water?"])
+    runtime, _ = definition.build()
+    _, messages = runtime.invoke()
+    second_thread = runtime.thread_id
+    memory = [m for m in messages if m.message_kind == "memory"]
+    assert len(memory) == 1 and "fact: water the roses on Mondays" in memory[0].content
+
+    with SQLiteThreadStore(sandbox.run_store) as store:
+        prompts = [
+            row.content
+            for run in store.list_runs(["librarian"])
+            for row in store.rows_after(run.thread_id, -1)
+        ]
+    # Both final sweeps recorded their prompts in a Librarian run (never in an ended run's
+    # conversation, which is written no more).
+    for thread in (first_thread, second_thread):
+        assert any(f"Snapshot of thread {thread}" in p for p in prompts)

@@ -5,6 +5,12 @@ retention) register themselves here, so the cadence can run one more sweep inlin
 watched run ends. Every summarizer call is bounded (a timeout, a length budget asked again
 with feedback a bounded number of times) and recorded in the Librarian's own conversation,
 never in a watched agent's.
+
+A watched run that ends gets its final sweep from the listener, in the ending run's thread,
+however the Librarian's own thread is scheduled: on a loaded machine a short watched run can
+end before the Librarian's first step, and the Librarian is then stopped without one. Such a
+sweep, made while no Librarian run is in progress, records its summary prompts as a Librarian
+run of its own in the store.
 """
 
 from __future__ import annotations
@@ -19,12 +25,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from roboz.agent.current import current_agent
+from roboz.agent.persistence import thread_row
 from roboz.llm import EndpointLike
 from roboz.models import Empty, Message, Role
 from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, Event, EventPipe
 from roboz.shed.sandbox import Sandbox
 from roboz.shed.tools._bounded import call_bounded
 from roboz.threads import LibrarianLedger, RunInfo, SQLiteThreadStore
+from roboz.threads.record import new_thread_id
 from roboz.tools import Tool
 
 Step = Callable[[list[Message]], None]
@@ -81,7 +89,8 @@ class Maintenance:
     began_inactive: bool = False
     """Whether the sweep in progress (or the last one) began with no watched run active."""
     record: list[Message] | None = None
-    """The conversation of the Librarian's run in progress (where summary prompts go)."""
+    """The conversation of the Librarian's run in progress (where summary prompts go); None
+    before that run's first step and once it ended."""
     sweeping: threading.RLock = field(default_factory=threading.RLock)
     """Held by each step, so a sweep run from the listener never interleaves with one."""
     ledger: LibrarianLedger | None = None
@@ -111,6 +120,13 @@ class Maintenance:
         pipe.subscribe(self._on_event)
 
     def _on_event(self, event: Event) -> None:
+        if event.agent is not None and event.agent == self.own:
+            if isinstance(event, AgentStarted | AgentFinished | AgentFailed):
+                with self.sweeping:
+                    # A new run's conversation arrives with its first step; an ended run's
+                    # list is written no more, so a later sweep's prompts must not go there.
+                    self.record = None
+            return
         if event.agent not in self.watched:
             return
         if isinstance(event, AgentStarted):
@@ -120,11 +136,34 @@ class Maintenance:
             self.wake.set()
             # The final sweep runs here, in the ending run's thread, before the run goes on
             # to stop its background agents: a background Librarian is cancelled next and
-            # might get no further step of its own.
-            record = self.record
-            if record is not None:
-                with self.sweeping:
-                    self.sweep(record)
+            # might get no further step of its own, or (its thread started late) no step at
+            # all.
+            with self.sweeping:
+                if self.record is not None:
+                    self.sweep(self.record)
+                else:
+                    self._sweep_outside_a_run()
+
+    def _sweep_outside_a_run(self) -> None:
+        """A sweep while no Librarian run is in progress: its summary prompts are recorded
+        as a Librarian run of their own (nowhere, for a Maintenance without ``own``)."""
+        record: list[Message] = []
+        self.sweep(record)
+        if not record or self.own is None:
+            return
+        rows = []
+        previous: tuple[int, Message] | None = None
+        for seq, message in enumerate(record):
+            rows.append(thread_row(message, seq, previous, 0))
+            previous = (seq, message)
+        lease, _, _ = self.store.open_run(
+            new_thread_id(),
+            org_id="local",
+            created_by=self.own,
+            created_from_agent_id=self.own,
+            initial=rows,
+        )
+        self.store.close_run(lease)
 
     def is_running(self, run: RunInfo) -> bool:
         """Whether a run still holds ``run`` (a watched run that ended in this process counts
