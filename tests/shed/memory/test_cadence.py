@@ -16,11 +16,16 @@ from roboz import Agent, AgentMode, tool
 from roboz.agent.persistence import thread_row
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Image, Message, Role, Str
-from roboz.runtime.events import EventPipe
+from roboz.runtime.events import Event, EventPipe
 from roboz.shed.agents import librarian
+from roboz.shed.capabilities.memory import (
+    ArtifactRetention,
+    ConversationSnapshots,
+    MemoryConsolidation,
+)
 from roboz.shed.sandbox import Sandbox, SandboxError
 from roboz.shed.tools.maintenance import Maintenance
-from roboz.shed.tools.snapshots import Snapshots
+from roboz.shed.tools.snapshots import SnapshotFailed, Snapshots
 from roboz.threads import SQLiteThreadStore
 from tests.postgres import execute_behind
 from tests.shed.memory.conftest import add_run
@@ -47,6 +52,44 @@ def test_bad_librarian_input(tmp_path: Path) -> None:
         librarian(Sandbox(tmp_path).scoped("p"), [], agent_endpoint=None)
     with pytest.raises(ValueError, match="cannot watch itself"):
         librarian(Sandbox(tmp_path).scoped("p"), ["librarian"], agent_endpoint=None)
+
+
+def test_the_librarian_takes_its_steps_settings(sandbox: Sandbox) -> None:
+    store = SQLiteThreadStore(sandbox.run_store)
+    for index in range(3):
+        add_run(store, f"old{index}", [f"fact: number {index}"])
+    add_run(store, "wordy", ["fact: " + "long " * 40])
+    summarizer = ScriptedSummarizer()
+    definition = librarian(
+        sandbox,
+        ["worker"],
+        agent_endpoint=summarizer,
+        interval_s=0.5,
+        snapshots=ConversationSnapshots(max_snapshot_tokens=30, max_attempts=1),
+        consolidation=MemoryConsolidation(max_memory_tokens=500),
+        retention=ArtifactRetention(max_runs=1),
+    )
+    events: list[Event] = []
+    definition.event_pipe.subscribe(events.append)
+    runtime, _ = definition.build()
+    stop, _ = runtime.invoke()  # nothing watched is active: one sweep, the final one
+    assert "final sweep" in stop.value
+    failed = [e for e in events if isinstance(e, SnapshotFailed)]
+    # The snapshot budget: the wordy run's snapshot does not fit in 30 tokens, after 1 attempt.
+    assert [e.thread_id for e in failed] == ["wordy"] and "30 tokens" in failed[0].reason
+    # Retention keeps one of the three snapshotted runs; the unsnapshotted one stays.
+    left = {r.thread_id for r in store.list_runs(["worker"])}
+    assert left == {"old2", "wordy"}
+    store.close()
+
+
+def test_the_librarians_settings_must_be_its_capabilities(sandbox: Sandbox) -> None:
+    with pytest.raises(
+        TypeError, match=r"librarian\(retention=...\) must be an instance of ArtifactRetention"
+    ):
+        librarian(sandbox, ["worker"], agent_endpoint=None, retention={"max_runs": 3})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="instance of ConversationSnapshots"):
+        librarian(sandbox, ["worker"], agent_endpoint=None, snapshots=MemoryConsolidation())  # type: ignore[arg-type]
 
 
 def test_it_sweeps_while_a_run_is_active_and_stops_after_the_final_sweep(

@@ -10,6 +10,7 @@ agent's.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from roboz.agent import Agent, AgentMode
 from roboz.deployment import DeployableAgent
@@ -48,6 +49,20 @@ class StoredAgent(DeployableAgent):
         return runtime, background
 
 
+_StepT = TypeVar("_StepT", ConversationSnapshots, MemoryConsolidation, ArtifactRetention)
+
+
+def _given(keyword: str, given: object, kind: type[_StepT]) -> _StepT:
+    if given is None:
+        return kind()
+    if not isinstance(given, kind):
+        raise TypeError(
+            f"librarian({keyword}=...) must be an instance of {kind.__name__}, or None for its "
+            f"defaults; got {given!r}"
+        )
+    return given
+
+
 def librarian(
     sandbox: Sandbox,
     watched_agent_names: Sequence[str],
@@ -55,14 +70,26 @@ def librarian(
     agent_endpoint: EndpointLike | None,
     name: str = "librarian",
     interval_s: float = 60.0,
+    snapshots: ConversationSnapshots | None = None,
+    consolidation: MemoryConsolidation | None = None,
+    retention: ArtifactRetention | None = None,
     event_pipe: EventPipe | None = None,
 ) -> StoredAgent:
     """A fresh Librarian for ``sandbox``'s scoped project, watching the runs of
     ``watched_agent_names``; ``agent_endpoint`` writes the summaries.
 
-    Its steps are the capabilities ConversationSnapshots, MemoryConsolidation,
-    ArtifactRetention and MaintenanceCadence, with their defaults; replace one with
-    ``set_capability_selection`` and ``add_capabilities`` to change its settings. Give it the
+    Its steps, run in this order each sweep, are capabilities, and its settings are theirs:
+
+    - ``snapshots``: a ConversationSnapshots (when a run's new part is snapshotted, the
+      snapshot's token budget, the summarizer's attempts and timeout, its own endpoint);
+    - ``consolidation``: a MemoryConsolidation (the memory document's token budget, snapshots
+      per consolidation, attempts, timeout, endpoint);
+    - ``retention``: an ArtifactRetention (how many runs, snapshots and memory versions are
+      kept, and for how long);
+    - the cadence, a MaintenanceCadence sleeping ``interval_s`` seconds between sweeps.
+
+    None means that capability with its defaults. The steps make up the sweep, so they are
+    set here, once: they cannot be deselected or added again later. Give the Librarian the
     watched agents' ``event_pipe`` so it wakes as soon as one of their runs ends.
     """
     if sandbox.project is None:
@@ -72,17 +99,18 @@ def librarian(
         raise ValueError(f"the Librarian needs the names of the agents it watches, got {watched!r}")
     if name in watched:
         raise ValueError(f"the Librarian {name!r} cannot watch itself")
+    steps = (
+        _given("snapshots", snapshots, ConversationSnapshots),
+        _given("consolidation", consolidation, MemoryConsolidation),
+        _given("retention", retention, ArtifactRetention),
+        MaintenanceCadence(interval_s=interval_s),
+    )
     definition = StoredAgent(
         name,
         description=LIBRARIAN_DESCRIPTION,
         mode=AgentMode.DETERMINISTIC,
         agent_endpoint=agent_endpoint,
-        capabilities=(
-            ConversationSnapshots(),
-            MemoryConsolidation(),
-            ArtifactRetention(),
-            MaintenanceCadence(interval_s=interval_s),
-        ),
+        capabilities=steps,
         event_pipe=event_pipe,
         sandbox=sandbox,
     )
