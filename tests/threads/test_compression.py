@@ -12,6 +12,8 @@ from roboz.threads import (
     AgentMessage,
     AgentMessageStatus,
     AgentRole,
+    AgentTask,
+    AgentTaskStatus,
     AgentTextContent,
     AgentToolResultContent,
     AgentToolUseContent,
@@ -22,8 +24,10 @@ from roboz.threads import (
     compressed_view,
     deletion_pass,
     model_facing_blocks,
+    resolved_task_interiors,
     stale_tool_exchanges,
     trim_message,
+    validate_variant,
 )
 
 DONE = AgentMessageStatus.COMPLETED
@@ -227,3 +231,106 @@ def test_regenerating_drops_stale_variants(store: SQLiteThreadStore) -> None:
     store.regenerate_turn(thread_id, 2, replacement)
     view = store.get_compressed_thread(thread_id, CompressionTier.DELETED)
     assert view[2].content == replacement.content
+
+
+def task_call(tid: str, tool_name: str, task_id: int) -> AgentMessage:
+    call = AgentToolUseContent(tool_use_id=tid, tool_name=tool_name, input={"task_id": task_id})
+    return AgentMessage(role=AgentRole.ASSISTANT, content=[call], status=DONE)
+
+
+def task_result(tid: str, tool_name: str, status: str = "success") -> AgentMessage:
+    block = AgentToolResultContent(
+        tool_use_id=tid, tool_name=tool_name, runtime_ms=1, status=status, payload="Tasks: ..."
+    )
+    return AgentMessage(role=AgentRole.ROBOTO, content=[block], status=DONE)
+
+
+def task_thread() -> list[AgentMessage]:
+    """Task 1 started (1-2), worked on (3-7, with a user's message and its context at 5),
+    completed (8-9); then work outside any task (10-11)."""
+    return [
+        AgentMessage(role=AgentRole.USER, content=[AgentTextContent(text="Go.")], status=DONE),
+        task_call("s1", "start_task", 1),
+        task_result("s1", "start_task"),
+        AgentMessage(
+            role=AgentRole.ASSISTANT,
+            content=[AgentTextContent(text="Loading the data."), use("t1")],
+            status=DONE,
+        ),
+        AgentMessage(role=AgentRole.ROBOTO, content=[result("t1")], status=DONE),
+        AgentMessage(
+            role=AgentRole.USER, content=[AgentTextContent(text="Use May."), CONTEXT], status=DONE
+        ),
+        AgentMessage(
+            role=AgentRole.ASSISTANT,
+            content=[AgentTextContent(text="May it is."), use("t2")],
+            status=DONE,
+        ),
+        AgentMessage(role=AgentRole.ROBOTO, content=[result("t2")], status=DONE),
+        task_call("c1", "complete_task", 1),
+        task_result("c1", "complete_task"),
+        AgentMessage(role=AgentRole.ASSISTANT, content=[use("t3")], status=DONE),
+        AgentMessage(role=AgentRole.ROBOTO, content=[result("t3")], status=DONE),
+    ]
+
+
+def tasks(status: AgentTaskStatus) -> list[AgentTask]:
+    return [AgentTask(task_id=1, position=0, title="load data", status=status)]
+
+
+def test_a_resolved_tasks_interior_is_collapsed_except_user_turns() -> None:
+    original = task_thread()
+    snapshot = [m.model_copy(deep=True) for m in original]
+    interior = resolved_task_interiors(original, tasks(AgentTaskStatus.COMPLETED))
+    assert interior == {3, 4, 5, 6, 7}  # strictly between the start and the completion
+    variants = deletion_pass(original, collapse=interior)
+    assert original == snapshot  # the verbatim thread is unchanged
+    # Every non-USER message inside collapses wholesale, text included, to one filler.
+    assert sorted(variants) == [3, 4, 6, 7]
+    assert all(v.content == [AgentCompressionFillerContent()] for v in variants.values())
+    for index, variant in variants.items():
+        validate_variant(original[index], variant, CompressionTier.DELETED)
+    # The user's turn inside, with its viewing context, and the task's boundaries stay.
+    view = [variants.get(i, m) for i, m in enumerate(original)]
+    assert view[5] == original[5] and CONTEXT in view[5].content
+    assert view[1:3] == original[1:3] and view[8:] == original[8:]
+    assert [m.role for m in view] == [m.role for m in original]
+
+
+def test_a_task_that_is_not_resolved_has_no_interior() -> None:
+    for status in (AgentTaskStatus.PENDING, AgentTaskStatus.IN_PROGRESS):
+        assert resolved_task_interiors(task_thread(), tasks(status)) == set()
+    assert resolved_task_interiors(task_thread(), []) == set()
+    # Cancelled counts as resolved.
+    assert resolved_task_interiors(task_thread(), tasks(AgentTaskStatus.CANCELLED)) == {
+        3,
+        4,
+        5,
+        6,
+        7,
+    }
+    # Resolved on the list, but the thread does not say where it began or ended.
+    thread = task_thread()
+    assert resolved_task_interiors(thread[3:], tasks(AgentTaskStatus.COMPLETED)) == set()
+    assert resolved_task_interiors(thread[:8], tasks(AgentTaskStatus.COMPLETED)) == set()
+    # A start that failed opens nothing; a completion of another task closes nothing.
+    failed = [*thread[:2], task_result("s1", "start_task", status="error"), *thread[3:]]
+    assert resolved_task_interiors(failed, tasks(AgentTaskStatus.COMPLETED)) == set()
+    other = [*thread[:8], task_call("c1", "complete_task", 2), *thread[9:]]
+    assert resolved_task_interiors(other, tasks(AgentTaskStatus.COMPLETED)) == set()
+
+
+def test_collapsing_keeps_tool_exchanges_whole() -> None:
+    # t2's call lies inside the interior, its result after the task ended: both halves go.
+    thread = task_thread()
+    late_result = thread.pop(7)
+    thread.insert(9, late_result)
+    interior = resolved_task_interiors(thread, tasks(AgentTaskStatus.COMPLETED))
+    assert interior == {3, 4, 5, 6}
+    variants = deletion_pass(thread, collapse=interior)
+    assert variants[9].content == [AgentCompressionFillerContent()]  # t2's result, outside
+    assert 8 not in variants and 10 not in variants  # the completion exchange stays whole
+    used = {
+        b.tool_use_id for v in variants.values() for b in v.content if hasattr(b, "tool_use_id")
+    }
+    assert used == set()

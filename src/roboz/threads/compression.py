@@ -10,6 +10,10 @@ Invariants every variant keeps (checked by :func:`validate_variant`):
 - USER messages are never altered by the DELETED tier (user turns are never dropped);
 - every client-context block of the original is still there;
 - tombstones and fillers appear only at the DELETED tier, and a filler is a message's only block.
+
+What the deletion pass drops is chosen by one of two choosers: :func:`stale_tool_exchanges`
+(tool exchanges older than the last N messages) or :func:`resolved_task_interiors` (every
+non-USER message inside a resolved task's interior, collapsed wholesale).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from roboz.threads.content import (
 )
 from roboz.threads.errors import CompressionError
 from roboz.threads.record import AgentMessage, AgentRole
+from roboz.threads.task import AgentTask, AgentTaskStatus
 
 FILLER_TEXT = "<Deleted in compression>"
 """What the model is shown for a message compression emptied."""
@@ -93,16 +98,30 @@ def is_filler_text(text: str) -> bool:
 
 
 def deletion_pass(
-    messages: Sequence[AgentMessage], drop_tool_use_ids: Collection[str]
+    messages: Sequence[AgentMessage],
+    drop_tool_use_ids: Collection[str] = (),
+    *,
+    collapse: Collection[int] = (),
 ) -> dict[int, AgentMessage]:
     """DELETED-tier variants, by message index, for the messages this pass changes.
 
     Tool-use and tool-result blocks whose ``tool_use_id`` is in ``drop_tool_use_ids`` and
-    filler text blocks become tombstones; a message left with nothing but tombstones holds a
+    filler text blocks become tombstones. Non-USER messages at the indices in ``collapse``
+    are collapsed wholesale: every block but a client-context one becomes a tombstone, and a
+    tool exchange with a block there is dropped on both sides, so no call is left without its
+    result or a result without its call. A message left with nothing but tombstones holds a
     single filler instead. USER messages and client-context blocks are never touched.
     ``messages`` are not modified.
     """
+    collapsed = {i for i in collapse if 0 <= i < len(messages)}
+    collapsed -= {i for i in collapsed if messages[i].role is AgentRole.USER}
     drop = set(drop_tool_use_ids)
+    for index in collapsed:
+        drop.update(
+            block.tool_use_id
+            for block in messages[index].content
+            if isinstance(block, AgentToolUseContent | AgentToolResultContent)
+        )
     variants: dict[int, AgentMessage] = {}
     for index, message in enumerate(messages):
         if message.role is AgentRole.USER:
@@ -110,10 +129,13 @@ def deletion_pass(
         blocks: list[Any] = []
         changed = False
         for block in message.content:
-            dropped = (
-                isinstance(block, AgentToolUseContent | AgentToolResultContent)
-                and block.tool_use_id in drop
-            ) or (isinstance(block, AgentTextContent) and is_filler_text(block.text))
+            if index in collapsed:
+                dropped = not isinstance(block, AgentClientContextEntry)
+            else:
+                dropped = (
+                    isinstance(block, AgentToolUseContent | AgentToolResultContent)
+                    and block.tool_use_id in drop
+                ) or (isinstance(block, AgentTextContent) and is_filler_text(block.text))
             blocks.append(AgentDeletedContent() if dropped else block)
             changed = changed or dropped
         if not changed:
@@ -122,6 +144,70 @@ def deletion_pass(
             blocks = [AgentCompressionFillerContent()]
         variants[index] = message.model_copy(update={"content": blocks}, deep=True)
     return variants
+
+
+START_TASK_TOOL = "start_task"
+"""The tool whose successful call opens a task (RoboZ's task tools, ``roboz.agent.TASK_TOOLS``)."""
+RESOLVE_TASK_TOOLS = frozenset({"complete_task"})
+"""Tools whose successful call resolves a task."""
+_RESOLVED = (AgentTaskStatus.COMPLETED, AgentTaskStatus.CANCELLED)
+
+
+def _task_id(use: AgentToolUseContent) -> int | None:
+    value = (use.input or {}).get("task_id")
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def resolved_task_interiors(
+    messages: Sequence[AgentMessage], tasks: Sequence[AgentTask]
+) -> set[int]:
+    """Indices of the messages inside a resolved task's interior: what the deletion pass
+    collapses (pass them as ``collapse``).
+
+    A task is resolved when the thread's task list says it is completed or cancelled. Its
+    interior is what lies strictly between the exchange that started it (the first
+    successful ``start_task`` call for its id) and the exchange that resolved it (the first
+    successful ``complete_task`` call for its id after that): the messages carrying the
+    start's result and the resolving call stay, so the compressed thread still says the
+    task was taken up and finished. A task without both exchanges in ``messages`` (resolved
+    by its host, say) has no interior to collapse. USER messages are among the indices; the
+    deletion pass never touches them.
+    """
+    resolved = {task.task_id for task in tasks if task.status in _RESOLVED}
+    if not resolved:
+        return set()
+    succeeded = {
+        block.tool_use_id
+        for message in messages
+        for block in message.content
+        if isinstance(block, AgentToolResultContent) and block.status == "success"
+    }
+    result_at: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        for block in message.content:
+            if isinstance(block, AgentToolResultContent):
+                result_at.setdefault(block.tool_use_id, index)
+    started: dict[int, int] = {}  # task id -> index of the message with its start's result
+    interiors: set[int] = set()
+    for index, message in enumerate(messages):
+        for block in message.content:
+            if not isinstance(block, AgentToolUseContent) or block.tool_use_id not in succeeded:
+                continue
+            task_id = _task_id(block)
+            if task_id not in resolved:
+                continue
+            if block.tool_name == START_TASK_TOOL and task_id not in started:
+                started[task_id] = result_at[block.tool_use_id]
+            elif block.tool_name in RESOLVE_TASK_TOOLS and task_id in started:
+                interiors.update(range(started.pop(task_id) + 1, index))
+                resolved.discard(task_id)  # its first resolution ends it
+    return interiors
 
 
 def stale_tool_exchanges(messages: Sequence[AgentMessage], *, keep_last: int) -> set[str]:
