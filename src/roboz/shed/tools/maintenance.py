@@ -79,7 +79,8 @@ class Maintenance:
     sandbox: Sandbox
     watched: tuple[str, ...]
     own: str | None = None
-    """The Librarian's own agent name: retention also prunes its ended runs."""
+    """The Librarian's own agent name: retention also prunes its ended runs, its run's start
+    and end reset ``record``, and a sweep outside its runs is recorded as one of them."""
     steps: dict[str, Step] = field(default_factory=dict[str, Step])
     """The sweep's steps by tool name, in order (a rebuilt step replaces its old self)."""
     wake: threading.Event = field(default_factory=threading.Event)
