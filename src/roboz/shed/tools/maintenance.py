@@ -31,7 +31,7 @@ from roboz.models import Empty, Message, Role
 from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, Event, EventPipe
 from roboz.shed.sandbox import Sandbox
 from roboz.shed.tools._bounded import call_bounded
-from roboz.threads import LibrarianLedger, RunInfo, SQLiteThreadStore
+from roboz.threads import LibrarianLedger, RunInfo, RunRow, SQLiteThreadStore
 from roboz.threads.record import new_thread_id
 from roboz.tools import Tool
 
@@ -152,7 +152,7 @@ class Maintenance:
         self.sweep(record)
         if not record or self.own is None:
             return
-        rows = []
+        rows: list[RunRow] = []
         previous: tuple[int, Message] | None = None
         for seq, message in enumerate(record):
             rows.append(thread_row(message, seq, previous, 0))
