@@ -93,7 +93,7 @@ class _Envelope(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # fullmatch: `$` would let "PATH\n" in
 
 
 def _clean(exc: msgspec.MsgspecError, prefix: str = "") -> str:
@@ -142,6 +142,22 @@ def _positive(value: float, field: str) -> None:
         raise PolicyError(f"{field}: must be a positive number, got {value!r}")
 
 
+# msgspec decodes TOML integers of any size. Every integer limit passes through 64-bit fields
+# (rlim_t, the init program's "<Q" words, cgroup files), so 2**62 is a bound no host refuses
+# for size reasons; two limits have kernel bounds of their own, refused at run time otherwise:
+# pids.max takes at most PID_MAX_LIMIT, and a run needs 4 descriptors (SandboxSpec checks it).
+_LIMIT_RANGE: dict[str, tuple[int, int]] = {"pids_max": (1, 4 << 20), "nofile_max": (4, 1 << 30)}
+_LIMIT_MAX = 2**62
+
+
+def _limit(value: float, field: str, name: str) -> None:
+    _positive(value, field)
+    if isinstance(value, int):
+        low, high = _LIMIT_RANGE.get(name, (1, _LIMIT_MAX))
+        if not low <= value <= high:
+            raise PolicyError(f"{field}: must be within {low}..{high}, got {value}")
+
+
 def _absolute(path: str, field: str) -> None:
     if "\0" in path:
         raise PolicyError(f"{field}: contains a NUL byte")
@@ -152,19 +168,53 @@ def _absolute(path: str, field: str) -> None:
         raise PolicyError(f"{field}: must be a normalized path (no '..', '.', '//'), got {path!r}")
 
 
+# uid_t and gid_t are 32 bits; (uid_t)-1 means "leave unchanged" to setresuid(2), so a
+# policy naming 4294967295 would keep the helper's own (root) identity: the last usable id is
+# one below it.
+MAX_ID = 2**32 - 2
+# A number is ASCII digits only: str.isdigit() also takes "²" and other digits int() refuses.
+_NUMERIC = re.compile(r"[0-9]+")
+
+
+def _name(name: str, kind: str) -> None:
+    """A user or group name the C library can look up: the lookups raise ValueError on NUL."""
+    if not name:
+        raise PolicyError(f"{kind} name must not be empty")
+    if "\0" in name:
+        raise PolicyError(f"{kind} name {name!r} contains a NUL byte")
+    if not name.isprintable():
+        raise PolicyError(f"{kind} name {name!r} contains control characters")
+
+
+def _id_in_range(value: int, kind: str) -> int:
+    if not 0 <= value <= MAX_ID:
+        raise PolicyError(f"{kind} id {value} is outside 0..{MAX_ID}")
+    return value
+
+
 def _resolve_user(name: str) -> tuple[int, int]:
     """Return (uid, primary gid) for a user name or a numeric uid."""
-    try:
-        entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
-    except (KeyError, ValueError):
-        if name.isdigit():
+    _name(name, "user")
+    if _NUMERIC.fullmatch(name):
+        # int() refuses strings of over 4300 digits; no id needs more than ten.
+        if len(name) > 10:
+            raise PolicyError(f"user id {name[:12]}... ({len(name)} digits) is outside 0..{MAX_ID}")
+        uid = _id_in_range(int(name), "user")
+        try:
+            entry = pwd.getpwuid(uid)
+        except KeyError:
             # A numeric uid without a passwd entry is usable; its group is its own number.
-            return int(name), int(name)
-        raise PolicyError(f"unknown user {name!r}") from None
+            return uid, uid
+    else:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise PolicyError(f"unknown user {name!r}") from None
     return entry.pw_uid, entry.pw_gid
 
 
 def resolve_group(name: str) -> int:
+    _name(name, "group")
     try:
         return grp.getgrnam(name).gr_gid
     except KeyError:
@@ -181,8 +231,8 @@ def run_as_ids(profile: Profile) -> tuple[int, int]:
 
 def _validate_server(server: ServerConfig) -> None:
     _absolute(server.socket, "server.socket")
-    _positive(server.max_connections, "server.max_connections")
-    _positive(server.max_runs_per_client, "server.max_runs_per_client")
+    _limit(server.max_connections, "server.max_connections", "max_connections")
+    _limit(server.max_runs_per_client, "server.max_runs_per_client", "max_runs_per_client")
     _positive(server.handshake_timeout_s, "server.handshake_timeout_s")
     if not 0 <= server.socket_mode <= 0o777:
         raise PolicyError(
@@ -196,6 +246,9 @@ def _validate_server(server: ServerConfig) -> None:
 
 
 def _validate_profile(name: str, profile: Profile) -> None:
+    # The name appears in field paths and log lines, which must stay one line each.
+    if not name or not name.isprintable():
+        raise PolicyError(f"profiles: invalid profile name {name!r} (empty or control characters)")
     where = f"profiles.{name}"
     try:
         run_as_ids(profile)
@@ -207,12 +260,12 @@ def _validate_profile(name: str, profile: Profile) -> None:
         for i, path in enumerate(getattr(profile, field)):
             _absolute(path, f"{where}.{field}[{i}]")
     for key, value in profile.env.items():
-        if not _ENV_NAME.match(key):
+        if not _ENV_NAME.fullmatch(key):
             raise PolicyError(f"{where}.env: invalid variable name {key!r}")
         if "\0" in value:
             raise PolicyError(f"{where}.env.{key}: contains a NUL byte")
     for field in NUMERIC_LIMITS:
-        _positive(getattr(profile, field), f"{where}.{field}")
+        _limit(getattr(profile, field), f"{where}.{field}", field)
 
 
 def _validate_client(i: int, rule: ClientRule, profiles: dict[str, Profile]) -> None:
@@ -233,6 +286,11 @@ def _validate_client(i: int, rule: ClientRule, profiles: dict[str, Profile]) -> 
         value = getattr(rule, field)
         if value is not None and value < 0:
             raise PolicyError(f"{where}.{field}: must not be negative")
+        if value is not None:
+            try:
+                _id_in_range(value, "user" if field == "uid" else "group")
+            except PolicyError as exc:
+                raise PolicyError(f"{where}.{field}: {exc}") from None
 
 
 def validate(policy: Policy) -> None:
