@@ -13,6 +13,7 @@ import os
 import posixpath
 import pwd
 import re
+import stat
 from typing import Any
 
 import msgspec
@@ -125,12 +126,29 @@ def parse_policy(text: str | bytes) -> Policy:
     return policy
 
 
+# Far above any real policy; a bound so that a wrong path (a log, a device) is an error, not a
+# daemon reading gigabytes on SIGHUP.
+MAX_POLICY_BYTES = 1 << 20
+
+
 def load_policy(path: str | os.PathLike[str]) -> Policy:
+    name = os.fspath(path)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        # O_NONBLOCK: a FIFO put in the policy's place must not hang a reload forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise PolicyError(f"cannot read policy {os.fspath(path)}: {exc.strerror}") from None
+        raise PolicyError(f"cannot read policy {name}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PolicyError(f"cannot read policy {name}: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_POLICY_BYTES + 1)
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy {name}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_POLICY_BYTES:
+        raise PolicyError(f"cannot read policy {name}: larger than {MAX_POLICY_BYTES} bytes")
     return parse_policy(data)
 
 
