@@ -81,6 +81,8 @@ HOSTILE = {
     "page-a-reference": _edit(b"3 0 obj\n<<", b"3 0 obj\n0 0 R<"),
     # TypeError: an xref subsection whose first number is a keyword (NullObject += int).
     "xref-start-not-a-number": _edit(b"xref\n0 6\n", b"xref\nendobj 6\n"),
+    # TypeError: an xref subsection that starts with a dictionary (pypdf uses it as a key).
+    "xref-start-a-dictionary": _edit(b"xref\n0 6\n", b"xref<< >>6\n"),
 }
 
 
