@@ -115,6 +115,9 @@ def parse_policy(text: str | bytes) -> Policy:
         raise PolicyError(_clean(exc)) from None
     except msgspec.DecodeError as exc:
         raise PolicyError(f"invalid TOML: {exc}") from None
+    except RecursionError:
+        # The TOML parser recurses once per level of [ or {: a few thousand levels exhaust it.
+        raise PolicyError("invalid TOML: arrays or tables nested too deeply") from None
     profiles: dict[str, Profile] = {}
     for name, raw in envelope.profiles.items():
         try:

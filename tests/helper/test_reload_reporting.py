@@ -4,23 +4,28 @@ and the daemon lives. Each test runs its own real daemon with a real NOTIFY_SOCK
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from roboz_helper import host_paths, systemd
+from roboz_helper.policy import Policy, load_policy
+from roboz_helper.server import HelperServer
 
 from roboz.shed.safe_scripts import SafeScriptsClient
 from tests.helper_daemon import serve_command, wait_for_socket
 
 from .conftest import OwnHelper, own_daemon_files, wait_until
-
-pytestmark = pytest.mark.root
 
 
 @dataclass
@@ -79,6 +84,7 @@ def _without_echo(text: str) -> str:
     return changed
 
 
+@pytest.mark.root
 @pytest.mark.parametrize(
     ("breakage", "reason"),
     [
@@ -122,6 +128,7 @@ def test_a_failed_reload_is_logged_and_shown_in_the_status(
     assert _echo(helper) == "refused"
 
 
+@pytest.mark.root
 def test_a_fifo_in_place_of_the_policy_does_not_hang_reloads(
     notified_helper: NotifiedHelper,
 ) -> None:
@@ -139,6 +146,7 @@ def test_a_fifo_in_place_of_the_policy_does_not_hang_reloads(
     wait_until(lambda: _echo(helper) == "refused", what="the reloaded policy in force")
 
 
+@pytest.mark.root
 def test_a_policy_file_beyond_the_size_bound_is_refused(notified_helper: NotifiedHelper) -> None:
     helper = notified_helper.daemon
     good = helper.policy_path.read_text()
@@ -146,3 +154,58 @@ def test_a_policy_file_beyond_the_size_bound_is_refused(notified_helper: Notifie
     line = helper.reload("policy_reload_failed")
     assert "larger than 1048576 bytes" in line, line
     assert _echo(helper) == "success"
+
+
+def test_any_exception_in_a_reload_is_reported_and_the_next_reload_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The catch-all, for failures nobody has found yet: a reload that raises something other
+    than PolicyError is logged and shown in STATUS=, and the reload queued behind it runs."""
+    base, socket_path, policy_path = own_daemon_files("roboz-helper-reload-unexpected-")
+    notify_name = f"roboz-test-notify-{uuid.uuid4().hex}"
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind("\0" + notify_name)
+    notify.settimeout(60)
+    monkeypatch.setattr(systemd, "_notify_address", "@" + notify_name)
+    real_load = host_paths.load_usable_policy
+    started, proceed = threading.Event(), threading.Event()
+    calls = 0
+
+    def load_failing_first(path: str) -> Policy:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            started.set()
+            proceed.wait(30)  # a bound on a hung test
+            raise RuntimeError("directory service unreachable")
+        return real_load(path)
+
+    monkeypatch.setattr(host_paths, "load_usable_policy", load_failing_first)
+    server = HelperServer(load_policy(policy_path), socket_path, str(policy_path))
+    good = policy_path.read_text()
+    policy_path.write_text(_without_echo(good))
+
+    async def two_reloads() -> None:
+        server.reload()
+        assert await asyncio.to_thread(started.wait, 30)
+        server.reload()  # arrives during the first, which fails: runs after it
+        proceed.set()
+        assert server._reloading is not None
+        await server._reloading
+
+    try:
+        with caplog.at_level(logging.INFO, logger="roboz_helper"):
+            asyncio.run(two_reloads())
+        failed = [
+            r.getMessage() for r in caplog.records if "policy_reload_failed" in r.getMessage()
+        ]
+        assert len(failed) == 1
+        assert "unexpected RuntimeError('directory service unreachable')" in failed[0]
+        first = notify.recv(4096).decode()
+        assert first.startswith("STATUS=policy reload failed, previous policy in force: ")
+        assert "directory service unreachable" in first
+        assert notify.recv(4096).decode().startswith("STATUS=serving on ")
+        assert server.policy.profiles["test"].commands == ("/bin/sh",)
+    finally:
+        notify.close()
+        shutil.rmtree(base, ignore_errors=True)
