@@ -1,10 +1,10 @@
 """The PDF parse itself, run as a script in a child process (see reader.py for why).
 
-It imports pypdf and the standard library only, so the child starts with `python -I` and none
-of roboz: the PDF bytes come on stdin, the page range and bounds in argv, and one JSON object
-goes to stdout: the page texts, or ``{"error": ...}`` with the reason. Any exception pypdf
-raises on a hostile file becomes that error; only a death (the memory bound, the parent's
-deadline) leaves stdout empty.
+It imports pypdf and the standard library only, so the child starts without any of roboz
+(run as a script, `python -P`): the PDF bytes come on stdin, the page range and bounds in
+argv, and one JSON object goes to stdout: the page texts, or ``{"error": ...}`` with the
+reason. Any exception pypdf raises on a hostile file becomes that error; only a death (the
+parent's deadline, a crash) leaves stdout empty.
 """
 
 from __future__ import annotations

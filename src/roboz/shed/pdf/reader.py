@@ -1,6 +1,6 @@
 """Reading the text of a PDF's pages with pypdf, through a READ-checked pinned descriptor.
 
-The parse runs in a child process (_extract.py, as `python -I`), under a bound on its address
+The parse runs in a child process (the script _extract.py), under a bound on its address
 space (RLIMIT_AS, set by the child before it parses) and a wall-clock deadline (the parent kills
 it). Why a process and not caps in this one: pypdf is a large pure-Python parser, and a hostile
 file makes it raise from deep inside (AttributeError, TypeError, OverflowError, ...), loop in
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -123,9 +124,11 @@ def _parse(
 ) -> _Pages | _Failure:
     # The interpreter's start-up and pypdf's import are inside the bound too (tens of MB).
     memory = limits.memory_bytes + 4 * len(data)
+    # -P: this package's directory is not put on the child's sys.path. The environment is ours,
+    # so the child finds pypdf where this process did (user site, PYTHONPATH).
     argv = [
         sys.executable,
-        "-I",
+        "-P",
         str(_EXTRACT),
         str(start_page),
         "-" if end_page is None else str(end_page),
@@ -145,11 +148,19 @@ def _parse(
     try:
         result = cast(_Pages | _Failure, json.loads(done.stdout))
     except ValueError:
-        # No JSON: the child died. Its last stderr line says how, if it could say anything.
-        lines = done.stderr.decode(errors="replace").strip().splitlines()
-        how = lines[-1] if lines else f"exit status {done.returncode}"
-        raise PdfError(
-            f"{path}: parsing failed within its bounds ({limits.memory_bytes} bytes of memory, "
-            f"{limits.seconds:g}s): {how}"
-        ) from None
+        # No JSON: the child died (a C-level abort, a signal) or could not start pypdf.
+        raise PdfError(f"{path}: the PDF parser failed ({_death(done)})") from None
     return result
+
+
+def _death(done: subprocess.CompletedProcess[bytes]) -> str:
+    """How a parse that printed nothing ended: its last stderr line, or the signal."""
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    if lines:
+        return lines[-1]
+    if done.returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-done.returncode).name}"
+        except ValueError:  # a real-time signal has no name
+            return f"killed by signal {-done.returncode}"
+    return f"exit status {done.returncode}"
