@@ -44,7 +44,7 @@ def _escape_char(char: str) -> str:
     return f"\\U{code:08x}"
 
 
-def _escape_unprintable(text: str) -> str:
+def escape_unprintable(text: str) -> str:
     """Escape every character but the space that str.isprintable() rejects."""
     if text.isprintable():
         return text  # the common case, checked at C speed
@@ -58,7 +58,7 @@ def quote(value: object) -> str:
         text = text[:MAX_VALUE_CHARS] + "..."
     if _BARE.fullmatch(text):
         return text
-    inner = _escape_unprintable(text.replace("\\", "\\\\").replace('"', '\\"'))
+    inner = escape_unprintable(text.replace("\\", "\\\\").replace('"', '\\"'))
     return f'"{inner}"'
 
 
@@ -80,7 +80,7 @@ class OneLineFormatter(logging.Formatter):
         self.journal = journal
 
     def format(self, record: logging.LogRecord) -> str:
-        line = _escape_unprintable(super().format(record))
+        line = escape_unprintable(super().format(record))
         if self.journal:
             return f"<{_PRIORITY.get(record.levelno, 6)}>{line}"
         return line

@@ -13,6 +13,7 @@ import os
 import posixpath
 import pwd
 import re
+import stat
 from typing import Any
 
 import msgspec
@@ -93,7 +94,7 @@ class _Envelope(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 _AT = re.compile(r"^(?P<msg>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # fullmatch: `$` would let "PATH\n" in
 
 
 def _clean(exc: msgspec.MsgspecError, prefix: str = "") -> str:
@@ -114,6 +115,9 @@ def parse_policy(text: str | bytes) -> Policy:
         raise PolicyError(_clean(exc)) from None
     except msgspec.DecodeError as exc:
         raise PolicyError(f"invalid TOML: {exc}") from None
+    except RecursionError:
+        # The TOML parser recurses once per level of [ or {: a few thousand levels exhaust it.
+        raise PolicyError("invalid TOML: arrays or tables nested too deeply") from None
     profiles: dict[str, Profile] = {}
     for name, raw in envelope.profiles.items():
         try:
@@ -125,12 +129,29 @@ def parse_policy(text: str | bytes) -> Policy:
     return policy
 
 
+# Far above any real policy; a bound so that a wrong path (a log, a device) is an error, not a
+# daemon reading gigabytes on SIGHUP.
+MAX_POLICY_BYTES = 1 << 20
+
+
 def load_policy(path: str | os.PathLike[str]) -> Policy:
+    name = os.fspath(path)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        # O_NONBLOCK: a FIFO put in the policy's place must not hang a reload forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise PolicyError(f"cannot read policy {os.fspath(path)}: {exc.strerror}") from None
+        raise PolicyError(f"cannot read policy {name}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PolicyError(f"cannot read policy {name}: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_POLICY_BYTES + 1)
+    except OSError as exc:
+        raise PolicyError(f"cannot read policy {name}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_POLICY_BYTES:
+        raise PolicyError(f"cannot read policy {name}: larger than {MAX_POLICY_BYTES} bytes")
     return parse_policy(data)
 
 
@@ -140,6 +161,22 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
 def _positive(value: float, field: str) -> None:
     if not (math.isfinite(value) and value > 0):
         raise PolicyError(f"{field}: must be a positive number, got {value!r}")
+
+
+# msgspec decodes TOML integers of any size. Every integer limit passes through 64-bit fields
+# (rlim_t, the init program's "<Q" words, cgroup files), so 2**62 is a bound no host refuses
+# for size reasons; two limits have kernel bounds of their own, refused at run time otherwise:
+# pids.max takes at most PID_MAX_LIMIT, and a run needs 4 descriptors (SandboxSpec checks it).
+_LIMIT_RANGE: dict[str, tuple[int, int]] = {"pids_max": (1, 4 << 20), "nofile_max": (4, 1 << 30)}
+_LIMIT_MAX = 2**62
+
+
+def _limit(value: float, field: str, name: str) -> None:
+    _positive(value, field)
+    if isinstance(value, int):
+        low, high = _LIMIT_RANGE.get(name, (1, _LIMIT_MAX))
+        if not low <= value <= high:
+            raise PolicyError(f"{field}: must be within {low}..{high}, got {value}")
 
 
 def _absolute(path: str, field: str) -> None:
@@ -152,19 +189,53 @@ def _absolute(path: str, field: str) -> None:
         raise PolicyError(f"{field}: must be a normalized path (no '..', '.', '//'), got {path!r}")
 
 
+# uid_t and gid_t are 32 bits; (uid_t)-1 means "leave unchanged" to setresuid(2), so a
+# policy naming 4294967295 would keep the helper's own (root) identity: the last usable id is
+# one below it.
+MAX_ID = 2**32 - 2
+# A number is ASCII digits only: str.isdigit() also takes "²" and other digits int() refuses.
+_NUMERIC = re.compile(r"[0-9]+")
+
+
+def _name(name: str, kind: str) -> None:
+    """A user or group name the C library can look up: the lookups raise ValueError on NUL."""
+    if not name:
+        raise PolicyError(f"{kind} name must not be empty")
+    if "\0" in name:
+        raise PolicyError(f"{kind} name {name!r} contains a NUL byte")
+    if not name.isprintable():
+        raise PolicyError(f"{kind} name {name!r} contains control characters")
+
+
+def _id_in_range(value: int, kind: str) -> int:
+    if not 0 <= value <= MAX_ID:
+        raise PolicyError(f"{kind} id {value} is outside 0..{MAX_ID}")
+    return value
+
+
 def _resolve_user(name: str) -> tuple[int, int]:
     """Return (uid, primary gid) for a user name or a numeric uid."""
-    try:
-        entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
-    except (KeyError, ValueError):
-        if name.isdigit():
+    _name(name, "user")
+    if _NUMERIC.fullmatch(name):
+        # int() refuses strings of over 4300 digits; no id needs more than ten.
+        if len(name) > 10:
+            raise PolicyError(f"user id {name[:12]}... ({len(name)} digits) is outside 0..{MAX_ID}")
+        uid = _id_in_range(int(name), "user")
+        try:
+            entry = pwd.getpwuid(uid)
+        except KeyError:
             # A numeric uid without a passwd entry is usable; its group is its own number.
-            return int(name), int(name)
-        raise PolicyError(f"unknown user {name!r}") from None
+            return uid, uid
+    else:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise PolicyError(f"unknown user {name!r}") from None
     return entry.pw_uid, entry.pw_gid
 
 
 def resolve_group(name: str) -> int:
+    _name(name, "group")
     try:
         return grp.getgrnam(name).gr_gid
     except KeyError:
@@ -181,8 +252,8 @@ def run_as_ids(profile: Profile) -> tuple[int, int]:
 
 def _validate_server(server: ServerConfig) -> None:
     _absolute(server.socket, "server.socket")
-    _positive(server.max_connections, "server.max_connections")
-    _positive(server.max_runs_per_client, "server.max_runs_per_client")
+    _limit(server.max_connections, "server.max_connections", "max_connections")
+    _limit(server.max_runs_per_client, "server.max_runs_per_client", "max_runs_per_client")
     _positive(server.handshake_timeout_s, "server.handshake_timeout_s")
     if not 0 <= server.socket_mode <= 0o777:
         raise PolicyError(
@@ -196,6 +267,9 @@ def _validate_server(server: ServerConfig) -> None:
 
 
 def _validate_profile(name: str, profile: Profile) -> None:
+    # The name appears in field paths and log lines, which must stay one line each.
+    if not name or not name.isprintable():
+        raise PolicyError(f"profiles: invalid profile name {name!r} (empty or control characters)")
     where = f"profiles.{name}"
     try:
         run_as_ids(profile)
@@ -207,12 +281,12 @@ def _validate_profile(name: str, profile: Profile) -> None:
         for i, path in enumerate(getattr(profile, field)):
             _absolute(path, f"{where}.{field}[{i}]")
     for key, value in profile.env.items():
-        if not _ENV_NAME.match(key):
+        if not _ENV_NAME.fullmatch(key):
             raise PolicyError(f"{where}.env: invalid variable name {key!r}")
         if "\0" in value:
             raise PolicyError(f"{where}.env.{key}: contains a NUL byte")
     for field in NUMERIC_LIMITS:
-        _positive(getattr(profile, field), f"{where}.{field}")
+        _limit(getattr(profile, field), f"{where}.{field}", field)
 
 
 def _validate_client(i: int, rule: ClientRule, profiles: dict[str, Profile]) -> None:
@@ -233,6 +307,11 @@ def _validate_client(i: int, rule: ClientRule, profiles: dict[str, Profile]) -> 
         value = getattr(rule, field)
         if value is not None and value < 0:
             raise PolicyError(f"{where}.{field}: must not be negative")
+        if value is not None:
+            try:
+                _id_in_range(value, "user" if field == "uid" else "group")
+            except PolicyError as exc:
+                raise PolicyError(f"{where}.{field}: {exc}") from None
 
 
 def validate(policy: Policy) -> None:

@@ -47,7 +47,7 @@ from roboz_helper.protocol import (
     ScriptEntry,
 )
 from roboz_helper.sandbox import reclaim_stale_runs
-from roboz_helper.systemd import notify, take_notify_socket
+from roboz_helper.systemd import notify, status_update, take_notify_socket
 
 log = logging.getLogger("roboz_helper")
 
@@ -133,7 +133,7 @@ class HelperServer:
             "roboz-helper ready on %s",
             fields(socket=self.socket_path, pid=os.getpid(), policy=self.policy_path),
         )
-        notify("READY=1")
+        notify("READY=1\n" + status_update(self._serving_status()))
         try:
             await self._stopping.wait()
         finally:
@@ -180,14 +180,22 @@ class HelperServer:
         try:
             # A thread: user and group lookups may ask a directory service.
             new = await asyncio.to_thread(host_paths.load_usable_policy, self.policy_path)
-        except PolicyError as exc:
+        except Exception as exc:
+            # Not only PolicyError: whatever stops a reload must reach the operator, on the log
+            # line and in `systemctl status`. An exception escaping here would end the task
+            # with nothing but "Task exception was never retrieved" on stderr and drop a SIGHUP
+            # queued behind it. The old policy stays in force.
+            error = str(exc) if isinstance(exc, PolicyError) else f"unexpected {exc!r}"
             log.error(
                 "policy_reload_failed %s",
-                fields(path=self.policy_path, error=str(exc), keeping="previous policy"),
+                fields(path=self.policy_path, error=error, keeping="previous policy"),
             )
+            # systemd keeps the last STATUS= until the next one: a later good reload clears it.
+            notify(status_update(f"policy reload failed, previous policy in force: {error}"))
             return
         old = self.policy
         self.policy = new
+        notify(status_update(self._serving_status()))
         log.info(
             "policy_reloaded %s",
             fields(
@@ -203,6 +211,13 @@ class HelperServer:
                 "policy_reload_incomplete %s",
                 fields(settings=",".join(f"server.{k}" for k in pending), until="restart"),
             )
+
+    def _serving_status(self) -> str:
+        """systemd's one-line status while the policy in force is the file's current one."""
+        return (
+            f"serving on {self.socket_path}: {len(self.policy.profiles)} profiles, "
+            f"{len(self.policy.clients)} client rules"
+        )
 
     # --- one connection -----------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import socket
 
+from roboz_helper.log_format import MAX_VALUE_CHARS, escape_unprintable
+
 _SD_LISTEN_FDS_START = 3
 
 _notify_address: str | None = None
@@ -55,3 +57,12 @@ def notify(state: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def status_update(text: str) -> str:
+    """The STATUS= assignment (what `systemctl status` shows) for text, made one printable
+    line: a newline in it (an error quoting a policy file) would start an assignment of its own."""
+    line = escape_unprintable(text)
+    if len(line) > MAX_VALUE_CHARS:
+        line = line[:MAX_VALUE_CHARS] + "..."
+    return f"STATUS={line}"

@@ -547,7 +547,8 @@ def test_socket_activation_and_readiness(needs_root: None) -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        assert notify.recv(256) == b"READY=1"
+        ready = notify.recv(256).split(b"\n")
+        assert ready[0] == b"READY=1" and ready[1].startswith(b"STATUS=serving on "), ready
         greeting = SafeScriptsClient(socket_path).check()
         assert greeting.profile == "test"
         assert not (base / "unused.sock").exists()

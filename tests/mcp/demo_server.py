@@ -111,6 +111,19 @@ def die() -> str:
 
 
 @server.tool()
+def die_leaving_child() -> str:
+    """The server exits in the middle of this call, leaving a child that holds its stdout open
+    (so the client never sees EOF); the child's pid is the first line of DEMO_CHILD_PID."""
+    record("die_leaving_child")
+    child = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL)  # inherits fd 1
+    path = os.environ.get("DEMO_CHILD_PID")
+    if path:
+        with open(path, "w") as fh:
+            fh.write(f"{child.pid}\n")
+    os._exit(3)
+
+
+@server.tool()
 def spawn_child() -> str:
     """Start a long-running helper process in the server's process group; return its pid."""
     record("spawn_child")

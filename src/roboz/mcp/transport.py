@@ -27,6 +27,10 @@ WriteStream = MemoryObjectSendStream[SessionMessage]
 # After stdin closes, a well-behaved server exits on its own; then SIGTERM, then SIGKILL.
 EXIT_GRACE_S = 2.0
 TERM_GRACE_S = 2.0
+# How often the server process is checked for having exited, and how long after its exit the
+# replies it wrote before it went may still be read from the pipe.
+EXIT_POLL_S = 0.1
+EXIT_DRAIN_S = 0.3
 
 
 class Transport(Protocol):
@@ -68,6 +72,7 @@ class StdioTransport:
         self.pid = process.pid
         read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
+        stdout_ended = anyio.Event()
 
         async def read_stdout() -> None:
             assert process.stdout is not None
@@ -88,7 +93,24 @@ class StdioTransport:
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 pass
             finally:
+                stdout_ended.set()
                 on_lost()
+
+        async def watch_exit() -> None:
+            # EOF on stdout is not enough: a child of the server that inherited its stdout
+            # keeps the pipe open after the server itself has gone, and every call would wait
+            # out its timeout. So the process is watched too. Polled: asyncio's wait() (3.11)
+            # returns only once the pipes have closed, which is exactly what does not happen.
+            while process.returncode is None:
+                await anyio.sleep(EXIT_POLL_S)
+            with anyio.move_on_after(EXIT_DRAIN_S):
+                await stdout_ended.wait()
+            if not stdout_ended.is_set():
+                on_lost()
+                # Ends the session's receive loop as EOF would: calls in flight fail with
+                # "connection closed", and the next call reconnects. The leftover child goes
+                # with the server's process group when the transport closes.
+                await read_send.aclose()
 
         async def write_stdin() -> None:
             assert process.stdin is not None
@@ -104,6 +126,7 @@ class StdioTransport:
             async with anyio.create_task_group() as group:
                 group.start_soon(read_stdout)
                 group.start_soon(write_stdin)
+                group.start_soon(watch_exit)
                 try:
                     yield read_receive, write_send
                 finally:

@@ -1,13 +1,26 @@
-"""Reading the text of a PDF's pages with pypdf, through a READ-checked pinned descriptor."""
+"""Reading the text of a PDF's pages with pypdf, through a READ-checked pinned descriptor.
+
+The parse runs in a child process (the script _extract.py), under a bound on its address
+space (RLIMIT_AS, set by the child before it parses) and a wall-clock deadline (the parent kills
+it). Why a process and not caps in this one: pypdf is a large pure-Python parser, and a hostile
+file makes it raise from deep inside (AttributeError, TypeError, OverflowError, ...), loop in
+its repair code, or inflate a small stream into gigabytes. Page and size caps cannot bound what
+one pypdf call does, a deadline checked between pages cannot stop a call in progress, and a
+signal-based timeout works only on the main thread (tools run in worker threads). A process
+can be killed at any instant and its memory is its own; the cost is a Python start-up (tenths
+of a second) per read, small next to the model call that asked for it.
+"""
 
 from __future__ import annotations
 
-import io
+import json
 import os
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass
-
-from pypdf import PdfReader
-from pypdf.errors import PdfReadError, PyPdfError
+from pathlib import Path
+from typing import TypedDict, cast, final
 
 from roboz.runtime.events import EventPipe
 from roboz.shed.guard import CommandGuard, read_pinned, require_regular
@@ -16,10 +29,46 @@ from roboz.shed.sandbox import PermissionPolicy
 
 DEFAULT_OUTPUT_LIMIT = 40_000
 MAX_PDF_BYTES = 200 * 1024 * 1024
+_EXTRACT = Path(__file__).with_name("_extract.py")
+
+
+# final: so that `"error" in result` tells the two apart for mypy too.
+@final
+class _Pages(TypedDict):
+    """What _extract.py prints for a file it read."""
+
+    text: str
+    pages: int
+    first: int
+    last: int
+    truncated: bool
+
+
+@final
+class _Failure(TypedDict):
+    """What _extract.py prints for a file it cannot read: the reason."""
+
+    error: str
 
 
 class PdfError(Exception):
-    """The file cannot be read as a PDF (not a PDF, encrypted, damaged, bad page range)."""
+    """The file cannot be read as a PDF (not a PDF, encrypted, damaged, bad page range, or its
+    parse exceeded the time or memory bound)."""
+
+
+@dataclass(frozen=True)
+class PdfLimits:
+    """Bounds on one parse. ``memory_bytes`` is the parsing process's address space beyond
+    four times the file's size (the file itself, and the copies pypdf makes)."""
+
+    seconds: float = 60.0
+    memory_bytes: int = 1 << 30
+
+    def __post_init__(self) -> None:
+        if not self.seconds > 0:
+            raise ValueError(f"PdfLimits.seconds must be positive, got {self.seconds!r}")
+        if self.memory_bytes <= 0:
+            raise ValueError(f"PdfLimits.memory_bytes must be positive, got {self.memory_bytes}")
 
 
 @dataclass(frozen=True)
@@ -39,11 +88,13 @@ def read_pdf(
     end_page: int | None = None,
     *,
     output_limit: int = DEFAULT_OUTPUT_LIMIT,
+    limits: PdfLimits = PdfLimits(),
     pipe: EventPipe | None = None,
     tool: str = "process_pdf",
 ) -> PdfText:
     """The text of pages ``start_page``..``end_page`` (1-based, inclusive), each headed by its
-    page number, within ``output_limit`` characters."""
+    page number, within ``output_limit`` characters. Whatever the file holds, the outcome is
+    a PdfText or a PdfError that names the file."""
     path = os.fspath(path)
     guard = CommandGuard(policy, tool=tool, pipe=pipe)
     with guard.pin(Operation.READ, path) as pinned:
@@ -55,45 +106,61 @@ def read_pdf(
         data = read_pinned(pinned, MAX_PDF_BYTES)
     if not data.lstrip()[:5].startswith(b"%PDF"):
         raise PdfError(f"{path}: not a PDF file")
+    result = _parse(path, data, start_page, end_page, output_limit, limits)
+    if "error" in result:
+        raise PdfError(f"{path}: {result['error']}")
+    return PdfText(
+        result["text"], result["pages"], result["first"], result["last"], result["truncated"]
+    )
+
+
+def _parse(
+    path: str,
+    data: bytes,
+    start_page: int,
+    end_page: int | None,
+    output_limit: int,
+    limits: PdfLimits,
+) -> _Pages | _Failure:
+    # The interpreter's start-up and pypdf's import are inside the bound too (tens of MB).
+    memory = limits.memory_bytes + 4 * len(data)
+    # -P: this package's directory is not put on the child's sys.path. The environment is ours,
+    # so the child finds pypdf where this process did (user site, PYTHONPATH).
+    argv = [
+        sys.executable,
+        "-P",
+        str(_EXTRACT),
+        str(start_page),
+        "-" if end_page is None else str(end_page),
+        str(output_limit),
+        str(memory),
+    ]
     try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            raise PdfError(f"{path}: the PDF is encrypted; ask the user for a decrypted copy")
-        pages = len(reader.pages)
-    except PdfError:
-        raise
-    except (PdfReadError, PyPdfError, ValueError, KeyError) as error:
-        raise PdfError(f"{path}: not a readable PDF ({error})") from None
-    last = pages if end_page is None else end_page
-    if start_page < 1 or last < start_page:
-        raise PdfError(f"{path}: invalid page range {start_page}-{last}")
-    if start_page > pages:
-        raise PdfError(f"{path}: has {pages} page(s); start_page {start_page} is beyond it")
-    last = min(last, pages)
-    parts: list[str] = []
-    size = 0
-    included = start_page - 1
-    truncated = False
-    for number in range(start_page, last + 1):
+        # On the deadline, run() kills the child (SIGKILL) and reaps it before raising.
+        done = subprocess.run(argv, input=data, capture_output=True, timeout=limits.seconds)
+    except subprocess.TimeoutExpired:
+        raise PdfError(
+            f"{path}: parsing took longer than {limits.seconds:g}s and was stopped; "
+            "the PDF is damaged or built to exhaust readers"
+        ) from None
+    except OSError as error:
+        raise PdfError(f"{path}: cannot start the PDF parser: {error}") from None
+    try:
+        result = cast(_Pages | _Failure, json.loads(done.stdout))
+    except ValueError:
+        # No JSON: the child died (a C-level abort, a signal) or could not start pypdf.
+        raise PdfError(f"{path}: the PDF parser failed ({_death(done)})") from None
+    return result
+
+
+def _death(done: subprocess.CompletedProcess[bytes]) -> str:
+    """How a parse that printed nothing ended: its last stderr line, or the signal."""
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    if lines:
+        return lines[-1]
+    if done.returncode < 0:
         try:
-            text = reader.pages[number - 1].extract_text() or ""
-        except Exception as error:
-            text = f"[text of this page could not be extracted: {error}]"
-        block = f"--- page {number} of {pages} ---\n{text.strip()}\n"
-        if size + len(block) > output_limit:
-            room = output_limit - size
-            if room > 200:
-                parts.append(block[:room])
-            truncated = True
-            break
-        parts.append(block)
-        size += len(block)
-        included = number
-    if truncated:
-        shown = f"pages {start_page}-{included}" if included >= start_page else "no full page"
-        parts.append(
-            f"[output limit of {output_limit} characters reached: {shown} shown in full. "
-            f"Ask for a smaller range, e.g. start_page={max(included + 1, start_page)} "
-            f"end_page={max(included + 1, start_page) + max((included - start_page) // 2, 0)}]"
-        )
-    return PdfText("".join(parts), pages, start_page, included, truncated)
+            return f"killed by {signal.Signals(-done.returncode).name}"
+        except ValueError:  # a real-time signal has no name
+            return f"killed by signal {-done.returncode}"
+    return f"exit status {done.returncode}"
