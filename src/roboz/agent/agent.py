@@ -52,7 +52,7 @@ from roboz.threads import (
     ClientToolSpec,
     ClientViewingContext,
 )
-from roboz.tools import Skill, Tool
+from roboz.tools import Factory, Skill, SkillFactory, Tool
 
 if TYPE_CHECKING:
     from roboz.threads import ThreadStore
@@ -95,6 +95,18 @@ def _conversation(messages: object, initial: Sequence[Message]) -> list[Message]
                 "Agent(initial_messages=[...])"
             )
     return conversation
+
+
+def _check_skill(label: str, where: str, entry: object) -> None:
+    # Checked at run time for callers who do not type-check: a factory here would otherwise
+    # fail later with an AttributeError that does not say what to do.
+    if isinstance(entry, Factory | SkillFactory):
+        raise AgentConfigurationError(
+            f"{label}: {where} {entry!r} is a factory; call it with its context first "
+            "(or build it in a Capability subclass's build())"
+        )
+    if not isinstance(entry, Skill):
+        raise AgentConfigurationError(f"{label}: {where} {entry!r} is not a Skill")
 
 
 class Agent:
@@ -208,6 +220,12 @@ class Agent:
                     f"{default.input_type.__name__}, which has required fields; defaults run "
                     "with no input"
                 ) from None
+        for field, entries in (
+            ("skills", self.skills),
+            ("auto_loaded_skills", self.auto_loaded_skills),
+        ):
+            for index, entry in enumerate(entries):
+                _check_skill(label, f"{field}[{index}]", entry)
         names = [s.name for s in self.skills + self.auto_loaded_skills]
         if len(set(names)) != len(names):
             raise AgentConfigurationError(f"{label}: skill names must be unique: {names}")
