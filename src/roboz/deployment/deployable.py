@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from roboz.agent import Agent, AgentMode
 from roboz.dependencies import ExternalDependency, LLMEndpointDependency
@@ -20,7 +20,19 @@ from roboz.runtime.events import EventPipe
 from roboz.runtime.io import UserIO
 from roboz.tools import Skill, Tool
 
+if TYPE_CHECKING:
+    # Types only: the Shed builds on the deployment, so importing it here at run time would
+    # point an arrow up (the setter checks with a local import instead).
+    from roboz.shed.sandbox import PermissionPolicy, Sandbox
+
 InitialMessage = Message | str | Path
+SandboxSetting: TypeAlias = "Sandbox | PermissionPolicy"
+"""What ``DeployableAgent(sandbox=...)`` takes: a Sandbox layout (its ``permissions()`` are the
+policy) or a PermissionPolicy itself."""
+SANDBOX_HINT = (
+    "give the agent a sandbox: DeployableAgent(..., sandbox=...) or agent.sandbox = ..., "
+    "a Sandbox layout or a PermissionPolicy (roboz.shed.sandbox)"
+)
 
 # Fields with their own meaning to the definition; set_attributes() must not shadow them.
 STRUCTURAL_FIELDS = frozenset(
@@ -36,6 +48,7 @@ STRUCTURAL_FIELDS = frozenset(
         "capability_selection",
         "event_pipe",
         "user_io",
+        "sandbox",
         "attributes",
     }
 )
@@ -45,7 +58,9 @@ class DeployableAgent:
     """An agent definition: capabilities in declaration order, a selection, configuration.
 
     ``build()`` returns a fresh runtime each time; runtimes built earlier keep their
-    configuration when the definition changes later.
+    configuration when the definition changes later. ``sandbox`` is where the agent's guarded
+    Shed tools may work (a Sandbox layout or a PermissionPolicy); capabilities such as
+    Filesystem and Pdf derive their policy from it.
     """
 
     def __init__(
@@ -61,6 +76,7 @@ class DeployableAgent:
         initial_messages: Sequence[InitialMessage] = (),
         event_pipe: EventPipe | None = None,
         user_io: UserIO | None = None,
+        sandbox: SandboxSetting | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -71,6 +87,7 @@ class DeployableAgent:
         self.initial_messages = tuple(initial_messages)
         self.event_pipe = event_pipe if event_pipe is not None else EventPipe()
         self.user_io = user_io
+        self.sandbox = sandbox
         self._capabilities: tuple[Capability, ...] = ()
         self._selection: Mapping[str, Choice] | None = None
         self._attributes: dict[str, Any] = {}
@@ -93,6 +110,22 @@ class DeployableAgent:
     @initial_messages.setter
     def initial_messages(self, messages: tuple[InitialMessage, ...]) -> None:
         self._initial_messages = _checked_messages(self.name, messages)
+
+    @property
+    def sandbox(self) -> SandboxSetting | None:
+        """The Sandbox layout or PermissionPolicy the agent's guarded tools enforce."""
+        return self._sandbox
+
+    @sandbox.setter
+    def sandbox(self, sandbox: SandboxSetting | None) -> None:
+        from roboz.shed.sandbox import PermissionPolicy, Sandbox
+
+        if sandbox is not None and not isinstance(sandbox, Sandbox | PermissionPolicy):
+            raise DeploymentError(
+                f"agent {self.name!r}: sandbox must be a Sandbox layout or a PermissionPolicy "
+                f"(roboz.shed.sandbox), got {type(sandbox).__name__}"
+            )
+        self._sandbox = sandbox
 
     def set_agent_endpoint(self, endpoint: EndpointLike | None) -> None:
         self.agent_endpoint = endpoint
@@ -215,14 +248,21 @@ class DeployableAgent:
 
     def _check_required_attributes(self, included: Iterable[Capability]) -> None:
         problems: list[str] = []
+        no_sandbox = no_attributes = False
         for capability in included:
             missing = [a for a in capability.required_attributes if a not in self._attributes]
+            no_attributes = no_attributes or bool(missing)
+            if capability.requires_sandbox and self._sandbox is None:
+                missing.insert(0, "a sandbox")
+                no_sandbox = True
             if missing:
                 problems.append(f"{capability.describe()} needs {', '.join(missing)}")
         if problems:
+            hints = [SANDBOX_HINT] if no_sandbox else []
+            hints += ["set attributes with set_attributes(...)"] if no_attributes else []
             raise MissingAttributesError(
-                f"agent {self.name!r}: missing attributes: {'; '.join(problems)}; set them "
-                "with set_attributes(...) or leave those capabilities out of the selection"
+                f"agent {self.name!r}: missing settings: {'; '.join(problems)}; "
+                f"{'; '.join(hints)}; or leave those capabilities out of the selection"
             )
 
     # -- dependencies --------------------------------------------------------------------------
