@@ -55,6 +55,7 @@ from roboz.threads import (
 from roboz.tools import Factory, Skill, SkillFactory, Tool
 
 if TYPE_CHECKING:
+    from roboz.dependencies import ExternalDependency
     from roboz.threads import ThreadStore
 
 ToolEntry = Tool | Sequence[Tool]
@@ -144,6 +145,7 @@ class Agent:
         scope: AnalysisScope | None = None,
         goal_checks: Mapping[str, GoalCheck] | None = None,
         max_goal_prompts: int = 2,
+        external_dependencies: Sequence[ExternalDependency] = (),
     ) -> None:
         if event_pipe is not None and event_sinks is not None:
             raise AgentConfigurationError(
@@ -181,6 +183,9 @@ class Agent:
         """The check of each goal type a turn may declare."""
         self.max_goal_prompts = max_goal_prompts
         """How often a turn's Stop may be sent back to the LLM because goals are unmet."""
+        self.external_dependencies: tuple[ExternalDependency, ...] = tuple(external_dependencies)
+        """Resources outside the process the agent's tools rely on (a deployment passes its
+        own); ``show_agent_info`` lists them after the agent's endpoint."""
         self.last_usage: RunUsage = RunUsage()
         """Token usage (and cost, where prices are known) of the last run, finished or not."""
         self._cancel = threading.Event()
@@ -590,6 +595,7 @@ class Agent:
             user_io=self.user_io,
             initial_messages=self.initial_messages,
             persistence=self._persistence(),
+            dependencies=self.external_dependencies,
         )
         if print_it:
             print(text)

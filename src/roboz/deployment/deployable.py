@@ -243,6 +243,7 @@ class DeployableAgent:
             automatic_tool_prompt=self.automatic_tool_prompt,
             initial_messages=[_materialize(message) for message in self.initial_messages],
             description=self.description,
+            external_dependencies=self._built_dependencies([c for c, _ in included]),
         )
         return runtime, tuple(background)
 
@@ -273,6 +274,26 @@ class DeployableAgent:
         found: list[ExternalDependency] = []
         self._collect_dependencies(found, visited=set())
         return tuple(found)
+
+    def _built_dependencies(self, included: Sequence[Capability]) -> list[ExternalDependency]:
+        """What a runtime built from ``included`` relies on (shown by ``show_agent_info``):
+        unlike ``external_dependencies``, left-out capabilities do not count."""
+        found: list[ExternalDependency] = []
+        if self.agent_endpoint is not None:
+            found.append(LLMEndpointDependency(self.agent_endpoint))
+        for capability in included:
+            for dependency in (
+                *(LLMEndpointDependency(e) for e in capability.endpoints()),
+                *capability.external_dependencies(),
+                *(
+                    d
+                    for child in capability.background_agents()
+                    for d in child.external_dependencies()
+                ),
+            ):
+                if dependency not in found:
+                    found.append(dependency)
+        return found
 
     def _collect_dependencies(self, found: list[ExternalDependency], visited: set[int]) -> None:
         if id(self) in visited:
