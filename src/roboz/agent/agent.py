@@ -19,6 +19,7 @@ from roboz.agent.errors import AgentConfigurationError, AgentRunError
 from roboz.agent.goals import GoalCheck, GoalKeeper, declare
 from roboz.agent.graph import ToolGraph
 from roboz.agent.info import describe_agent
+from roboz.agent.initial_prompt import INITIAL_PROMPT
 from roboz.agent.mode import AgentMode
 from roboz.agent.request import (
     RunRequest,
@@ -138,6 +139,7 @@ class Agent:
         user_io: UserIO | None = None,
         automatic_tool_prompt: bool = True,
         initial_messages: Sequence[Message | str] = (),
+        initial_prompt: str | None = None,
         description: str = "",
         max_steps: int = 1000,
         max_repairs: int = 2,
@@ -169,6 +171,9 @@ class Agent:
             m if isinstance(m, Message) else Message(role=Role.USER, content=m)
             for m in initial_messages
         ]
+        self.initial_prompt = initial_prompt
+        """Asked through the UserIO for the first message of a run that has none (None: the
+        run starts from what it is given)."""
         self.max_steps = max_steps
         self.max_repairs = max_repairs
         self.ask_user_tool = make_ask_user_tool() if self.mode is AgentMode.STEERABLE else None
@@ -231,6 +236,17 @@ class Agent:
         ):
             for index, entry in enumerate(entries):
                 _check_skill(label, f"{field}[{index}]", entry)
+        if self.initial_prompt is not None:
+            if not isinstance(self.initial_prompt, str) or not self.initial_prompt.strip():
+                raise AgentConfigurationError(
+                    f"{label}: initial_prompt is the question asking the user for the first "
+                    f"message; give non-empty text (or None), got {self.initial_prompt!r}"
+                )
+            if self.mode is AgentMode.AUTONOMOUS:
+                raise AgentConfigurationError(
+                    f"{label}: initial_prompt asks the user, which an autonomous agent cannot; "
+                    "give initial_messages instead, or mode=AgentMode.STEERABLE"
+                )
         names = [s.name for s in self.skills + self.auto_loaded_skills]
         if len(set(names)) != len(names):
             raise AgentConfigurationError(f"{label}: skill names must be unique: {names}")
@@ -243,11 +259,12 @@ class Agent:
         for skill in self.skills + self.auto_loaded_skills:
             for item in skill.with_prerequisites():
                 graph.add(item.tools, origin=f"skill {item.name!r}")
-        reserved = {"prompt_llm"} | {s.name for s in self.skills}
+        reserved = {"prompt_llm", INITIAL_PROMPT} | {s.name for s in self.skills}
         clashes = reserved & set(graph.tools)
         if clashes:
             raise AgentConfigurationError(
-                f"{label}: tool names {sorted(clashes)} clash with prompt_llm or a skill name"
+                f"{label}: tool names {sorted(clashes)} clash with prompt_llm, "
+                f"{INITIAL_PROMPT} or a skill name"
             )
 
     @overload
@@ -576,6 +593,7 @@ class Agent:
             automatic_tool_prompt=self.automatic_tool_prompt,
             max_steps=self.max_steps,
             max_repairs=self.max_repairs,
+            initial_prompt=self.initial_prompt,
         )
 
     def cancel(self) -> None:

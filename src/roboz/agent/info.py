@@ -85,6 +85,11 @@ def describe_agent(
     lines += [f"    {dependency.name}" for dependency in found]
     lines.append(f"  persistence: {persistence}")
     lines.append(f"  initial messages: {len(initial_messages)}")
+    if agent.initial_prompt is not None:
+        lines.append(
+            f"  initial prompt (asks the user when a run has no message of theirs): "
+            f"{agent.initial_prompt!r}"
+        )
     if agent.llm_driven:
         lines += ["", f"System prompt ({PROMPT_LLM}):", preview.system_prompt()]
     return "\n".join(lines)

@@ -44,6 +44,7 @@ STRUCTURAL_FIELDS = frozenset(
         "automatic_tool_prompt",
         "agent_endpoint",
         "initial_messages",
+        "initial_prompt",
         "capabilities",
         "capability_selection",
         "event_pipe",
@@ -74,6 +75,7 @@ class DeployableAgent:
         agent_endpoint: EndpointLike | None = None,
         automatic_tool_prompt: bool = True,
         initial_messages: Sequence[InitialMessage] = (),
+        initial_prompt: str | None = None,
         event_pipe: EventPipe | None = None,
         user_io: UserIO | None = None,
         sandbox: SandboxSetting | None = None,
@@ -85,6 +87,7 @@ class DeployableAgent:
         self.agent_endpoint = agent_endpoint
         self.automatic_tool_prompt = automatic_tool_prompt
         self.initial_messages = tuple(initial_messages)
+        self.initial_prompt = initial_prompt
         self.event_pipe = event_pipe if event_pipe is not None else EventPipe()
         self.user_io = user_io
         self.sandbox = sandbox
@@ -242,6 +245,7 @@ class DeployableAgent:
             user_io=self.user_io,
             automatic_tool_prompt=self.automatic_tool_prompt,
             initial_messages=[_materialize(message) for message in self.initial_messages],
+            initial_prompt=self.initial_prompt,
             description=self.description,
             external_dependencies=self._built_dependencies([c for c, _ in included]),
         )
