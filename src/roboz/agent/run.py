@@ -33,7 +33,7 @@ from roboz.agent.view import ConversationView
 from roboz.llm import LLMReplyError, ProviderRecord
 from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of, record_usage
 from roboz.models import Empty, Invoke, Message, Role, Stop, Str
-from roboz.models.values import images_of, payload_json
+from roboz.models.values import images_of, result_text
 from roboz.runtime.events import (
     LLMDelta,
     LLMProseDelta,
@@ -297,7 +297,7 @@ class AgentRun:
             self.messages.append(
                 Message.model_construct(
                     role=Role.TOOL,
-                    content=payload_json(output),
+                    content=result_text(output),
                     images=images_of(output),
                     caller=tool.name,
                     truncation=output.truncation,
