@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import pytest
 
-from roboz import Agent, tool
+from roboz import Agent, factory, tool
 from roboz.agent import ToolExecutionError
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Empty, Message, RawText, Stop, Str
@@ -87,3 +87,33 @@ def test_a_raw_tool_returns_only_text() -> None:
     agent = Agent(name="raw", agent_endpoint=MockLLMEndpoint([{"action": "liar"}]), tools=[liar])
     with pytest.raises(ToolExecutionError, match=r"is raw \(raw=True\), so it returns str"):
         agent.invoke()
+
+
+def test_a_raw_factory_builds_raw_tools() -> None:
+    @factory(raw=True)
+    def greet(input: Str, messages: list[Message], ctx: str) -> str:
+        """Greet someone, as text."""
+        return f"{ctx}, {input.value}!"
+
+    @factory(raw=True)
+    async def agreet(input: Str, messages: list[Message], ctx: str) -> str:
+        """Greet someone asynchronously, as text."""
+        return f"{ctx}, {input.value}?"
+
+    endpoint = MockLLMEndpoint(
+        [
+            {"action": "greet", "value": "Ada"},
+            {"action": "agreet", "value": "Bob"},
+            {"action": "stop"},
+        ]
+    )
+    agent = Agent(name="raw", agent_endpoint=endpoint, tools=[greet("Hello"), agreet("Hi"), stop])
+    _, messages = agent.invoke()
+    results = [m.content for m in messages if m.message_kind == "tool_result"]
+    assert results[:2] == ["Hello, Ada!", "Hi, Bob?"]
+    with pytest.raises(ToolDefinitionError, match="annotate it -> str"):
+
+        @factory(raw=True)  # type: ignore[arg-type]
+        def typed(input: Str, messages: list[Message], ctx: str) -> Str:
+            """Raw but typed."""
+            return input

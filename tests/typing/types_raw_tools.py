@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import assert_type
 
-from roboz import tool
+from roboz import factory, tool
 from roboz.models import Empty, Int, Message, RawText, Stop, Str
-from roboz.tools import Tool
+from roboz.tools import Factory, Tool
 
 
 @tool(raw=True)
@@ -60,3 +60,27 @@ def untyped(input: Empty, messages: list[Message]) -> str:
 def not_text(input: Empty, messages: list[Message]) -> Str:
     """Raw, but not text."""
     return Str(value="x")
+
+
+# Factories opt in the same way; the tools they build return RawText.
+@factory(raw=True)
+def greeting(input: Str, messages: list[Message], ctx: str) -> str:
+    """Greet, as text."""
+    return f"{ctx} {input.value}"
+
+
+@factory(raw=True, chained_to=count)
+async def counted(input: Int, messages: list[Message], ctx: int) -> str:
+    """Say the count, as text."""
+    return str(input.value + ctx)
+
+
+assert_type(greeting, Factory[str, Str, RawText])
+assert_type(greeting("hello"), Tool[Str, RawText])
+assert_type(counted, Factory[int, Int, RawText])
+
+
+@factory  # type: ignore[arg-type]
+def untyped_factory(input: Empty, messages: list[Message], ctx: int) -> str:
+    """No opt-in."""
+    return "text"

@@ -6,8 +6,9 @@ context returns a Tool with that context bound in its closure. Both take the sam
 arguments: ``chained_to`` names the upstream tool(s) whose output becomes this tool's input,
 and ``chain_condition`` decides, from that output, whether this link fires.
 
-Outputs are typed values. ``@tool(raw=True)`` is the one explicit opt-in to raw text: the
-function returns ``str``, the tool returns it as RawText, and the LLM sees the text as is.
+Outputs are typed values. ``raw=True`` (on ``@tool`` or ``@factory``) is the one explicit
+opt-in to raw text: the function returns ``str``, the tool returns it as RawText, and the LLM
+sees the text as is.
 """
 
 from __future__ import annotations
@@ -188,8 +189,11 @@ class Factory(Generic[C, In, Out]):
         output_types: tuple[type[Empty], ...],
         chained_to: tuple[str, ...],
         chain_condition: ChainCondition | None,
+        raw: bool = False,
     ) -> None:
         self.func = func
+        self.raw = raw
+        """``func`` already returns RawText for its text (``@factory(raw=True)``)."""
         self.name = name
         self.instruction = instruction
         self.input_type = input_type
@@ -209,14 +213,14 @@ class Factory(Generic[C, In, Out]):
             raise ToolDefinitionError(
                 f"{label}: async_body pairs an async def with a factory whose body is a plain def"
             )
-        input_type, output_types = _signature_types(afunc, 3)
+        input_type, output_types = _signature_types(afunc, 3, raw=self.raw)
         if (input_type, output_types) != (self.input_type, self.output_types):
             raise ToolDefinitionError(
                 f"{label}: the async body of {self.name!r} must take and return what the sync "
                 f"body does ({self.input_type.__name__} -> "
                 f"{' | '.join(t.__name__ for t in self.output_types)})"
             )
-        self.afunc = afunc
+        self.afunc = _raw_body(afunc, self.name) if self.raw else afunc
         return afunc
 
     def __call__(self, ctx: C) -> Tool[In, Out]:
@@ -326,8 +330,9 @@ def _signature_types(
     return input_type, _output_types(hints["return"], label)
 
 
-def _raw_body(func: ToolFunc, name: str) -> ToolFunc:
-    """``func`` returning RawText for the str it returns (awaited when it is async)."""
+def _raw_body(func: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``func`` (a tool's or a factory's body) returning RawText for the str it returns,
+    awaited when it is async."""
 
     def as_raw(text: object) -> RawText:
         if not isinstance(text, str):
@@ -339,13 +344,13 @@ def _raw_body(func: ToolFunc, name: str) -> ToolFunc:
 
     if inspect.iscoroutinefunction(func):
 
-        async def raw_async(input: Any, messages: list[Message]) -> RawText:
-            return as_raw(await func(input, messages))
+        async def raw_async(*args: Any) -> RawText:
+            return as_raw(await func(*args))
 
         return raw_async
 
-    def raw_sync(input: Any, messages: list[Message]) -> RawText:
-        return as_raw(func(input, messages))
+    def raw_sync(*args: Any) -> RawText:
+        return as_raw(func(*args))
 
     return raw_sync
 
@@ -439,6 +444,34 @@ class FactoryDecorator(Protocol):
     def __call__(
         self, func: Callable[[_In, list[Message], _C], _Out], /
     ) -> Factory[_C, _In, _Out]: ...
+
+
+class RawFactoryDecorator(Protocol):
+    """What ``@factory(raw=True)`` returns: the body returns ``str``, built tools RawText."""
+
+    @overload
+    def __call__(
+        self, func: Callable[[_In, list[Message], _C], Coroutine[Any, Any, str]], /
+    ) -> Factory[_C, _In, RawText]: ...
+
+    @overload
+    def __call__(
+        self, func: Callable[[_In, list[Message], _C], str], /
+    ) -> Factory[_C, _In, RawText]: ...
+
+
+class ChainedRawFactoryDecorator(Protocol[_P]):
+    """``@factory(raw=True, chained_to=parent)``: takes the parent's output, returns ``str``."""
+
+    @overload
+    def __call__(
+        self, func: Callable[[_P, list[Message], _C], Coroutine[Any, Any, str]], /
+    ) -> Factory[_C, _P, RawText]: ...
+
+    @overload
+    def __call__(
+        self, func: Callable[[_P, list[Message], _C], str], /
+    ) -> Factory[_C, _P, RawText]: ...
 
 
 class ChainedFactoryDecorator(Protocol[_P]):
@@ -569,6 +602,7 @@ def factory(
     chained_to: str | Sequence[str] | None = None,
     chain_condition: ChainCondition | None = None,
     name: str | None = None,
+    raw: Literal[False] = False,
 ) -> FactoryDecorator: ...
 
 
@@ -578,7 +612,28 @@ def factory(
     chained_to: Parent[_P] | Sequence[Parent[_P]],
     chain_condition: Callable[[_P], bool] | None = None,
     name: str | None = None,
+    raw: Literal[False] = False,
 ) -> ChainedFactoryDecorator[_P]: ...
+
+
+@overload
+def factory(
+    *,
+    raw: Literal[True],
+    chained_to: str | Sequence[str] | None = None,
+    chain_condition: ChainCondition | None = None,
+    name: str | None = None,
+) -> RawFactoryDecorator: ...
+
+
+@overload
+def factory(
+    *,
+    raw: Literal[True],
+    chained_to: Parent[_P] | Sequence[Parent[_P]],
+    chain_condition: Callable[[_P], bool] | None = None,
+    name: str | None = None,
+) -> ChainedRawFactoryDecorator[_P]: ...
 
 
 def factory(
@@ -588,23 +643,34 @@ def factory(
     chained_to: Parents = None,
     chain_condition: ChainCondition | None = None,
     name: str | None = None,
-) -> Factory[Any, Any, Any] | FactoryDecorator | ChainedFactoryDecorator[Any]:
-    """Make a Factory of ``f(input, messages, ctx) -> output``; call it with a context."""
+    raw: bool = False,
+) -> (
+    Factory[Any, Any, Any]
+    | FactoryDecorator
+    | ChainedFactoryDecorator[Any]
+    | RawFactoryDecorator
+    | ChainedRawFactoryDecorator[Any]
+):
+    """Make a Factory of ``f(input, messages, ctx) -> output``; call it with a context.
+
+    ``raw=True`` is the opt-in to raw text, as for ``@tool``: ``f`` returns ``str``.
+    """
 
     def decorate(func: FactoryFunc) -> Factory[Any, Any, Any]:
-        input_type, output_types = _signature_types(func, 3)
+        input_type, output_types = _signature_types(func, 3, raw=raw)
         factory_name = name or func.__name__
         parents = _normalize_parents(chained_to, factory_name)
         if chain_condition is not None and not parents:
             raise ToolDefinitionError(f"{factory_name}: chain_condition needs chained_to")
         return Factory(
-            func,
+            _raw_body(func, factory_name) if raw else func,
             name=factory_name,
             instruction=_instruction(func),
             input_type=input_type,
             output_types=output_types,
             chained_to=parents,
             chain_condition=chain_condition,
+            raw=raw,
         )
 
     return decorate(func) if func is not None else cast(FactoryDecorator, decorate)
