@@ -19,6 +19,7 @@ from roboz.agent.errors import AgentConfigurationError, AgentRunError
 from roboz.agent.goals import GoalCheck, GoalKeeper, declare
 from roboz.agent.graph import ToolGraph
 from roboz.agent.info import describe_agent
+from roboz.agent.initial_prompt import INITIAL_PROMPT
 from roboz.agent.mode import AgentMode
 from roboz.agent.request import (
     RunRequest,
@@ -52,9 +53,10 @@ from roboz.threads import (
     ClientToolSpec,
     ClientViewingContext,
 )
-from roboz.tools import Skill, Tool
+from roboz.tools import Factory, Skill, SkillFactory, Tool
 
 if TYPE_CHECKING:
+    from roboz.dependencies import ExternalDependency
     from roboz.threads import ThreadStore
 
 ToolEntry = Tool | Sequence[Tool]
@@ -97,6 +99,18 @@ def _conversation(messages: object, initial: Sequence[Message]) -> list[Message]
     return conversation
 
 
+def _check_skill(label: str, where: str, entry: object) -> None:
+    # Checked at run time for callers who do not type-check: a factory here would otherwise
+    # fail later with an AttributeError that does not say what to do.
+    if isinstance(entry, Factory | SkillFactory):
+        raise AgentConfigurationError(
+            f"{label}: {where} {entry!r} is a factory; call it with its context first "
+            "(or build it in a Capability subclass's build())"
+        )
+    if not isinstance(entry, Skill):
+        raise AgentConfigurationError(f"{label}: {where} {entry!r} is not a Skill")
+
+
 class Agent:
     """Runs default tools in order, follows chains, and lets an LLM pick actions.
 
@@ -125,6 +139,7 @@ class Agent:
         user_io: UserIO | None = None,
         automatic_tool_prompt: bool = True,
         initial_messages: Sequence[Message | str] = (),
+        initial_prompt: str | None = None,
         description: str = "",
         max_steps: int = 1000,
         max_repairs: int = 2,
@@ -132,6 +147,7 @@ class Agent:
         scope: AnalysisScope | None = None,
         goal_checks: Mapping[str, GoalCheck] | None = None,
         max_goal_prompts: int = 2,
+        external_dependencies: Sequence[ExternalDependency] = (),
     ) -> None:
         if event_pipe is not None and event_sinks is not None:
             raise AgentConfigurationError(
@@ -155,6 +171,9 @@ class Agent:
             m if isinstance(m, Message) else Message(role=Role.USER, content=m)
             for m in initial_messages
         ]
+        self.initial_prompt = initial_prompt
+        """Asked through the UserIO for the first message of a run that has none (None: the
+        run starts from what it is given)."""
         self.max_steps = max_steps
         self.max_repairs = max_repairs
         self.ask_user_tool = make_ask_user_tool() if self.mode is AgentMode.STEERABLE else None
@@ -169,6 +188,9 @@ class Agent:
         """The check of each goal type a turn may declare."""
         self.max_goal_prompts = max_goal_prompts
         """How often a turn's Stop may be sent back to the LLM because goals are unmet."""
+        self.external_dependencies: tuple[ExternalDependency, ...] = tuple(external_dependencies)
+        """Resources outside the process the agent's tools rely on (a deployment passes its
+        own); ``show_agent_info`` lists them after the agent's endpoint."""
         self.last_usage: RunUsage = RunUsage()
         """Token usage (and cost, where prices are known) of the last run, finished or not."""
         self._cancel = threading.Event()
@@ -208,6 +230,23 @@ class Agent:
                     f"{default.input_type.__name__}, which has required fields; defaults run "
                     "with no input"
                 ) from None
+        for field, entries in (
+            ("skills", self.skills),
+            ("auto_loaded_skills", self.auto_loaded_skills),
+        ):
+            for index, entry in enumerate(entries):
+                _check_skill(label, f"{field}[{index}]", entry)
+        if self.initial_prompt is not None:
+            if not isinstance(self.initial_prompt, str) or not self.initial_prompt.strip():
+                raise AgentConfigurationError(
+                    f"{label}: initial_prompt is the question asking the user for the first "
+                    f"message; give non-empty text (or None), got {self.initial_prompt!r}"
+                )
+            if self.mode is AgentMode.AUTONOMOUS:
+                raise AgentConfigurationError(
+                    f"{label}: initial_prompt asks the user, which an autonomous agent cannot; "
+                    "give initial_messages instead, or mode=AgentMode.STEERABLE"
+                )
         names = [s.name for s in self.skills + self.auto_loaded_skills]
         if len(set(names)) != len(names):
             raise AgentConfigurationError(f"{label}: skill names must be unique: {names}")
@@ -220,11 +259,12 @@ class Agent:
         for skill in self.skills + self.auto_loaded_skills:
             for item in skill.with_prerequisites():
                 graph.add(item.tools, origin=f"skill {item.name!r}")
-        reserved = {"prompt_llm"} | {s.name for s in self.skills}
+        reserved = {"prompt_llm", INITIAL_PROMPT} | {s.name for s in self.skills}
         clashes = reserved & set(graph.tools)
         if clashes:
             raise AgentConfigurationError(
-                f"{label}: tool names {sorted(clashes)} clash with prompt_llm or a skill name"
+                f"{label}: tool names {sorted(clashes)} clash with prompt_llm, "
+                f"{INITIAL_PROMPT} or a skill name"
             )
 
     @overload
@@ -553,6 +593,7 @@ class Agent:
             automatic_tool_prompt=self.automatic_tool_prompt,
             max_steps=self.max_steps,
             max_repairs=self.max_repairs,
+            initial_prompt=self.initial_prompt,
         )
 
     def cancel(self) -> None:
@@ -572,6 +613,7 @@ class Agent:
             user_io=self.user_io,
             initial_messages=self.initial_messages,
             persistence=self._persistence(),
+            dependencies=self.external_dependencies,
         )
         if print_it:
             print(text)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from roboz.agent.graph import ToolGraph
 from roboz.agent.run import PROMPT_LLM, AgentRun
 from roboz.agent.spec import RunSpec
+from roboz.dependencies import ExternalDependency, LLMEndpointDependency
 from roboz.models import Message
 from roboz.runtime.events import Sink
 from roboz.runtime.io import UserIO
@@ -34,6 +35,7 @@ def describe_agent(
     user_io: UserIO | None,
     initial_messages: Sequence[Message],
     persistence: str = "in memory; invoke() returns the conversation",
+    dependencies: Sequence[ExternalDependency] = (),
 ) -> str:
     preview = AgentRun(agent, list(initial_messages))
     endpoint = agent.endpoint
@@ -74,8 +76,20 @@ def describe_agent(
     )
     lines.append("  event sinks: " + (", ".join(type(s).__name__ for s in sinks) or "none"))
     lines.append("  user io: " + (type(user_io).__name__ if user_io else "CliUserIO (default)"))
+    # The agent's own endpoint first; a deployment's list names it again (once is enough).
+    found: list[ExternalDependency] = []
+    if endpoint is not None:
+        found.append(LLMEndpointDependency(endpoint))
+    found += [d for d in dependencies if d not in found]
+    lines.append("  dependencies:" if found else "  dependencies: none")
+    lines += [f"    {dependency.name}" for dependency in found]
     lines.append(f"  persistence: {persistence}")
     lines.append(f"  initial messages: {len(initial_messages)}")
+    if agent.initial_prompt is not None:
+        lines.append(
+            f"  initial prompt (asks the user when a run has no message of theirs): "
+            f"{agent.initial_prompt!r}"
+        )
     if agent.llm_driven:
         lines += ["", f"System prompt ({PROMPT_LLM}):", preview.system_prompt()]
     return "\n".join(lines)

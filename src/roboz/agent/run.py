@@ -25,14 +25,15 @@ from roboz.agent.errors import (
 )
 from roboz.agent.goals import GoalKeeper
 from roboz.agent.graph import ChainConflict, ToolGraph
+from roboz.agent.initial_prompt import first_message, make_initial_prompt_tool, needs_first_message
 from roboz.agent.prompting import action_json, parse_action, render_system_prompt
 from roboz.agent.spec import RunSpec
 from roboz.agent.turn import Turn, sequence_numbers
 from roboz.agent.view import ConversationView
 from roboz.llm import LLMReplyError, ProviderRecord
 from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of, record_usage
-from roboz.models import Empty, Invoke, Message, Role, Stop
-from roboz.models.values import images_of, payload_json
+from roboz.models import Empty, Invoke, Message, Role, Stop, Str
+from roboz.models.values import images_of, result_text
 from roboz.runtime.events import (
     LLMDelta,
     LLMProseDelta,
@@ -86,6 +87,9 @@ class AgentRun:
         self._view = ConversationView(agent.endpoint) if agent.endpoint else None
         self.defaults = list(agent.default_tools)
         self._prompt_tool: Tool | None = None
+        self._first_prompt: Tool | None = None
+        if agent.initial_prompt is not None:
+            self._first_prompt = make_initial_prompt_tool(agent.initial_prompt)
         if agent.llm_driven:
             self._prompt_tool = self._prompt_llm_tool()
             self.defaults.append(self._prompt_tool)
@@ -139,6 +143,11 @@ class AgentRun:
             if self._resume is not None:
                 result = await self.follow(*self._resume)
                 if result is not None and not self._goes_on(result):
+                    return result
+            elif self._first_prompt is not None and needs_first_message(self.messages):
+                # Once, before the defaults: they (and the LLM) start from the user's message.
+                result = await self.run_chain(self._first_prompt, Empty(), "default")
+                if result is not None:
                     return result
             while True:
                 for default in self.defaults:
@@ -282,11 +291,13 @@ class AgentRun:
                 tool=tool.name,
                 messages=self.messages,
             ) from error
-        if not tool.records_own_output:
+        if tool is self._first_prompt and isinstance(output, Str):
+            self.messages.append(first_message(output))
+        elif not tool.records_own_output:
             self.messages.append(
                 Message.model_construct(
                     role=Role.TOOL,
-                    content=payload_json(output),
+                    content=result_text(output),
                     images=images_of(output),
                     caller=tool.name,
                     truncation=output.truncation,

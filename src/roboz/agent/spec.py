@@ -29,6 +29,8 @@ class RunSpec:
     automatic_tool_prompt: bool
     max_steps: int
     max_repairs: int
+    initial_prompt: str | None = None
+    """The question that asks the user for the first message of a run that has none."""
 
     @property
     def llm_driven(self) -> bool:

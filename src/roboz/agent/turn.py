@@ -66,9 +66,15 @@ def sequence_numbers(messages: Sequence[Message]) -> list[int]:
 
 
 def turn_start(messages: Sequence[Message]) -> int:
-    """Index of the user message that opened the current turn (0 when there is none)."""
+    """Index of the user message that opened the current turn (0 when there is none).
+
+    Only the human's messages count: those the framework or a tool adds in the user's role
+    carry a ``message_kind`` (compacted context, project memory, and repairs in threads
+    written before repairs were TOOL messages), and a turn never starts at one of them.
+    """
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index].role is Role.USER:
+        message = messages[index]
+        if message.role is Role.USER and message.message_kind is None:
             return index
     return 0
 

@@ -31,11 +31,14 @@ class Capability:
     """A labelled tool, chain or skill; subclass and override ``build`` for runtime bindings.
 
     ``required_attributes`` names owner attributes (``DeployableAgent.set_attributes``) that
-    ``build`` reads; a deployment checks them before building, and only for included
-    capabilities.
+    ``build`` reads, and ``requires_sandbox`` says it reads the owner's ``sandbox``; a
+    deployment checks both before building, and only for included capabilities.
     """
 
     required_attributes: tuple[str, ...] = ()
+    requires_sandbox: bool = False
+    """``build`` reads the owner's ``sandbox`` (its guarded tools' policy); a deployment without
+    one is refused before building, with the setting to add."""
 
     def __init__(self, *, label: Label, value: RuntimeValue | None = None) -> None:
         if not isinstance(label, ToolLabel | SkillLabel):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from roboz.agent import Agent, AgentMode
 from roboz.dependencies import ExternalDependency, LLMEndpointDependency
@@ -20,7 +20,19 @@ from roboz.runtime.events import EventPipe
 from roboz.runtime.io import UserIO
 from roboz.tools import Skill, Tool
 
+if TYPE_CHECKING:
+    # Types only: the Shed builds on the deployment, so importing it here at run time would
+    # point an arrow up (the setter checks with a local import instead).
+    from roboz.shed.sandbox import PermissionPolicy, Sandbox
+
 InitialMessage = Message | str | Path
+SandboxSetting: TypeAlias = "Sandbox | PermissionPolicy"
+"""What ``DeployableAgent(sandbox=...)`` takes: a Sandbox layout (its ``permissions()`` are the
+policy) or a PermissionPolicy itself."""
+SANDBOX_HINT = (
+    "give the agent a sandbox: DeployableAgent(..., sandbox=...) or agent.sandbox = ..., "
+    "a Sandbox layout or a PermissionPolicy (roboz.shed.sandbox)"
+)
 
 # Fields with their own meaning to the definition; set_attributes() must not shadow them.
 STRUCTURAL_FIELDS = frozenset(
@@ -32,10 +44,12 @@ STRUCTURAL_FIELDS = frozenset(
         "automatic_tool_prompt",
         "agent_endpoint",
         "initial_messages",
+        "initial_prompt",
         "capabilities",
         "capability_selection",
         "event_pipe",
         "user_io",
+        "sandbox",
         "attributes",
     }
 )
@@ -45,7 +59,9 @@ class DeployableAgent:
     """An agent definition: capabilities in declaration order, a selection, configuration.
 
     ``build()`` returns a fresh runtime each time; runtimes built earlier keep their
-    configuration when the definition changes later.
+    configuration when the definition changes later. ``sandbox`` is where the agent's guarded
+    Shed tools may work (a Sandbox layout or a PermissionPolicy); capabilities such as
+    Filesystem and Pdf derive their policy from it.
     """
 
     def __init__(
@@ -59,8 +75,10 @@ class DeployableAgent:
         agent_endpoint: EndpointLike | None = None,
         automatic_tool_prompt: bool = True,
         initial_messages: Sequence[InitialMessage] = (),
+        initial_prompt: str | None = None,
         event_pipe: EventPipe | None = None,
         user_io: UserIO | None = None,
+        sandbox: SandboxSetting | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -69,8 +87,10 @@ class DeployableAgent:
         self.agent_endpoint = agent_endpoint
         self.automatic_tool_prompt = automatic_tool_prompt
         self.initial_messages = tuple(initial_messages)
+        self.initial_prompt = initial_prompt
         self.event_pipe = event_pipe if event_pipe is not None else EventPipe()
         self.user_io = user_io
+        self.sandbox = sandbox
         self._capabilities: tuple[Capability, ...] = ()
         self._selection: Mapping[str, Choice] | None = None
         self._attributes: dict[str, Any] = {}
@@ -93,6 +113,22 @@ class DeployableAgent:
     @initial_messages.setter
     def initial_messages(self, messages: tuple[InitialMessage, ...]) -> None:
         self._initial_messages = _checked_messages(self.name, messages)
+
+    @property
+    def sandbox(self) -> SandboxSetting | None:
+        """The Sandbox layout or PermissionPolicy the agent's guarded tools enforce."""
+        return self._sandbox
+
+    @sandbox.setter
+    def sandbox(self, sandbox: SandboxSetting | None) -> None:
+        from roboz.shed.sandbox import PermissionPolicy, Sandbox
+
+        if sandbox is not None and not isinstance(sandbox, Sandbox | PermissionPolicy):
+            raise DeploymentError(
+                f"agent {self.name!r}: sandbox must be a Sandbox layout or a PermissionPolicy "
+                f"(roboz.shed.sandbox), got {type(sandbox).__name__}"
+            )
+        self._sandbox = sandbox
 
     def set_agent_endpoint(self, endpoint: EndpointLike | None) -> None:
         self.agent_endpoint = endpoint
@@ -209,20 +245,29 @@ class DeployableAgent:
             user_io=self.user_io,
             automatic_tool_prompt=self.automatic_tool_prompt,
             initial_messages=[_materialize(message) for message in self.initial_messages],
+            initial_prompt=self.initial_prompt,
             description=self.description,
+            external_dependencies=self._built_dependencies([c for c, _ in included]),
         )
         return runtime, tuple(background)
 
     def _check_required_attributes(self, included: Iterable[Capability]) -> None:
         problems: list[str] = []
+        no_sandbox = no_attributes = False
         for capability in included:
             missing = [a for a in capability.required_attributes if a not in self._attributes]
+            no_attributes = no_attributes or bool(missing)
+            if capability.requires_sandbox and self._sandbox is None:
+                missing.insert(0, "a sandbox")
+                no_sandbox = True
             if missing:
                 problems.append(f"{capability.describe()} needs {', '.join(missing)}")
         if problems:
+            hints = [SANDBOX_HINT] if no_sandbox else []
+            hints += ["set attributes with set_attributes(...)"] if no_attributes else []
             raise MissingAttributesError(
-                f"agent {self.name!r}: missing attributes: {'; '.join(problems)}; set them "
-                "with set_attributes(...) or leave those capabilities out of the selection"
+                f"agent {self.name!r}: missing settings: {'; '.join(problems)}; "
+                f"{'; '.join(hints)}; or leave those capabilities out of the selection"
             )
 
     # -- dependencies --------------------------------------------------------------------------
@@ -233,6 +278,26 @@ class DeployableAgent:
         found: list[ExternalDependency] = []
         self._collect_dependencies(found, visited=set())
         return tuple(found)
+
+    def _built_dependencies(self, included: Sequence[Capability]) -> list[ExternalDependency]:
+        """What a runtime built from ``included`` relies on (shown by ``show_agent_info``):
+        unlike ``external_dependencies``, left-out capabilities do not count."""
+        found: list[ExternalDependency] = []
+        if self.agent_endpoint is not None:
+            found.append(LLMEndpointDependency(self.agent_endpoint))
+        for capability in included:
+            for dependency in (
+                *(LLMEndpointDependency(e) for e in capability.endpoints()),
+                *capability.external_dependencies(),
+                *(
+                    d
+                    for child in capability.background_agents()
+                    for d in child.external_dependencies()
+                ),
+            ):
+                if dependency not in found:
+                    found.append(dependency)
+        return found
 
     def _collect_dependencies(self, found: list[ExternalDependency], visited: set[int]) -> None:
         if id(self) in visited:

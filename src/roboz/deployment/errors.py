@@ -12,4 +12,5 @@ class CapabilitySelectionError(DeploymentError):
 
 
 class MissingAttributesError(DeploymentError):
-    """An enabled capability needs owner attributes (``set_attributes``) that are not set."""
+    """An enabled capability needs owner settings that are not set: attributes
+    (``set_attributes``) or the deployment's ``sandbox``; the message names which."""

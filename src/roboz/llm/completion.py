@@ -22,6 +22,10 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 DEFAULT_MAX_REPAIRS = 2
+REPAIR_KIND = "repair"
+"""``message_kind`` of a correction the framework sent after an unusable reply."""
+REJECTED_KIND = "rejected_reply"
+"""``message_kind`` of the unusable reply a repair answers (kept for the LLM to see)."""
 
 
 class ReplyRejected(ValueError):
@@ -111,12 +115,14 @@ class RepairBudget:
         """``reply=None``: the reply is already in the conversation (a tool's ``Retry``)."""
         reason = reason.encode("utf-8", "backslashreplace").decode("utf-8")
         exchange = [
+            # A TOOL message, never USER: USER is the human (the thread shows it as theirs and
+            # a turn starts at it); the thread model stores this as the framework's (ROBOTO).
             Message(
-                role=Role.USER,
+                role=Role.TOOL,
                 content=f"Your previous {what} could not be used: {reason}. Reply again, "
                 "following the instructions exactly.",
                 caller=caller,
-                message_kind="repair",
+                message_kind=REPAIR_KIND,
             )
         ]
         if reply is not None:
@@ -125,7 +131,7 @@ class RepairBudget:
                 # Kept for the LLM to see, so it must survive serialization even when the
                 # reply itself held text that cannot be encoded.
                 content=reply.encode("utf-8", "replace").decode("utf-8"),
-                message_kind="rejected_reply",
+                message_kind=REJECTED_KIND,
                 model=model or None,
             )
             exchange.insert(0, rejected)

@@ -3,7 +3,7 @@
 from roboz.models.images import Image
 from roboz.models.messages import Message, Role, filter_messages
 from roboz.models.truncation import Severity, Truncation
-from roboz.models.values import Empty, Int, Invoke, Stop, Str, StrImage
+from roboz.models.values import Empty, Int, Invoke, RawText, Stop, Str, StrImage
 
 __all__ = [
     "Empty",
@@ -11,6 +11,7 @@ __all__ = [
     "Int",
     "Invoke",
     "Message",
+    "RawText",
     "Role",
     "Severity",
     "Stop",

@@ -44,6 +44,12 @@ class StrImage(Str):
     images: list[Image] = Field(...)
 
 
+class RawText(Str):
+    """Text a tool returned raw, as its explicit opt-in (``@tool(raw=True)`` on a function
+    returning ``str``): the LLM sees the text itself, not the JSON of a value. A chained tool
+    accepting Str receives it like any Str."""
+
+
 class Stop(Empty):
     """Returning Stop ends the agent run; ``value`` is the run's result."""
 
@@ -64,6 +70,12 @@ class Invoke(Empty):
 def payload_json(value: Empty) -> str:
     """The JSON the LLM sees for a value: no runtime metadata, no image attachments."""
     return value.model_dump_json(exclude=set(RUNTIME_FIELDS) | {"images"})
+
+
+def result_text(value: Empty) -> str:
+    """A tool result's text in the conversation: the JSON of the value, or a raw tool's
+    text as it returned it."""
+    return value.value if isinstance(value, RawText) else payload_json(value)
 
 
 def images_of(value: BaseModel) -> list[Image]:

@@ -96,3 +96,7 @@ class SkillFactory(Generic[C]):
             tools=tuple(self.build_tools(ctx)),
             depends_on=self.depends_on,
         )
+
+    def __repr__(self) -> str:
+        # Short, like Factory's: error messages name the factory, not its instructions.
+        return f"SkillFactory(name={self.name!r})"

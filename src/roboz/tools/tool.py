@@ -5,6 +5,10 @@
 context returns a Tool with that context bound in its closure. Both take the same chaining
 arguments: ``chained_to`` names the upstream tool(s) whose output becomes this tool's input,
 and ``chain_condition`` decides, from that output, whether this link fires.
+
+Outputs are typed values. ``raw=True`` (on ``@tool`` or ``@factory``) is the one explicit
+opt-in to raw text: the function returns ``str``, the tool returns it as RawText, and the LLM
+sees the text as is.
 """
 
 from __future__ import annotations
@@ -15,11 +19,11 @@ import types
 import typing
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Protocol, Union, cast, overload
+from typing import Any, Generic, Literal, Protocol, Union, cast, overload
 
 from typing_extensions import TypeVar
 
-from roboz.models import Empty, Message
+from roboz.models import Empty, Message, RawText
 
 # Defaults of Any keep a bare ``Tool`` / ``Factory`` meaning "any tool", as before they were
 # generic. ``In`` is invariant (a tool both takes and, through chains, is fed its input);
@@ -48,6 +52,9 @@ class ToolDefinitionError(TypeError):
 
 class ToolOutputError(TypeError):
     """A tool returned something other than what its annotation promises."""
+
+
+RAW_HINT = "; to hand the LLM raw text, opt in with @tool(raw=True) and return str"
 
 
 class Retry(Exception):
@@ -109,9 +116,10 @@ class Tool(Generic[In, Out]):
         """``output`` if it is what the annotation promises, else ToolOutputError."""
         if not isinstance(output, self.output_types):
             expected = " | ".join(t.__name__ for t in self.output_types)
+            hint = RAW_HINT if isinstance(output, str) else ""
             raise ToolOutputError(
                 f"tool {self.name!r} returned {type(output).__name__}, "
-                f"but its annotation promises {expected}"
+                f"but its annotation promises {expected}{hint}"
             )
         return output
 
@@ -181,8 +189,11 @@ class Factory(Generic[C, In, Out]):
         output_types: tuple[type[Empty], ...],
         chained_to: tuple[str, ...],
         chain_condition: ChainCondition | None,
+        raw: bool = False,
     ) -> None:
         self.func = func
+        self.raw = raw
+        """``func`` already returns RawText for its text (``@factory(raw=True)``)."""
         self.name = name
         self.instruction = instruction
         self.input_type = input_type
@@ -202,14 +213,14 @@ class Factory(Generic[C, In, Out]):
             raise ToolDefinitionError(
                 f"{label}: async_body pairs an async def with a factory whose body is a plain def"
             )
-        input_type, output_types = _signature_types(afunc, 3)
+        input_type, output_types = _signature_types(afunc, 3, raw=self.raw)
         if (input_type, output_types) != (self.input_type, self.output_types):
             raise ToolDefinitionError(
                 f"{label}: the async body of {self.name!r} must take and return what the sync "
                 f"body does ({self.input_type.__name__} -> "
                 f"{' | '.join(t.__name__ for t in self.output_types)})"
             )
-        self.afunc = afunc
+        self.afunc = _raw_body(afunc, self.name) if self.raw else afunc
         return afunc
 
     def __call__(self, ctx: C) -> Tool[In, Out]:
@@ -274,9 +285,10 @@ def _normalize_parents(chained_to: Parents, child: str) -> tuple[str, ...]:
 
 
 def _signature_types(
-    func: Callable[..., Any], expected_params: int
+    func: Callable[..., Any], expected_params: int, *, raw: bool = False
 ) -> tuple[type[Empty], tuple[type[Empty], ...]]:
-    """Check the tool signature; return its input type and output types."""
+    """Check the tool signature; return its input type and output types (RawText for a raw
+    tool, whose function is annotated ``-> str``)."""
     label = getattr(func, "__qualname__", repr(func))
     params = list(inspect.signature(func).parameters.values())
     kinds = {inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD}
@@ -305,8 +317,42 @@ def _signature_types(
             f"list[Message], got {messages_type!r}"
         )
     if "return" not in hints:
-        raise ToolDefinitionError(f"{label}: annotate the return type (a value model)")
+        raise ToolDefinitionError(
+            f"{label}: annotate the return type ({'str' if raw else 'a value model'})"
+        )
+    if raw:
+        if hints["return"] is not str:
+            raise ToolDefinitionError(
+                f"{label}: a raw tool (raw=True) returns text: annotate it -> str, got "
+                f"{hints['return']!r}"
+            )
+        return input_type, (RawText,)
     return input_type, _output_types(hints["return"], label)
+
+
+def _raw_body(func: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``func`` (a tool's or a factory's body) returning RawText for the str it returns,
+    awaited when it is async."""
+
+    def as_raw(text: object) -> RawText:
+        if not isinstance(text, str):
+            raise ToolOutputError(
+                f"tool {name!r} is raw (raw=True), so it returns str, but it returned "
+                f"{type(text).__name__}"
+            )
+        return RawText(value=text)
+
+    if inspect.iscoroutinefunction(func):
+
+        async def raw_async(*args: Any) -> RawText:
+            return as_raw(await func(*args))
+
+        return raw_async
+
+    def raw_sync(*args: Any) -> RawText:
+        return as_raw(func(*args))
+
+    return raw_sync
 
 
 def _output_types(annotation: Any, label: str) -> tuple[type[Empty], ...]:
@@ -316,9 +362,10 @@ def _output_types(annotation: Any, label: str) -> tuple[type[Empty], ...]:
         members = (annotation,)
     for member in members:
         if not (isinstance(member, type) and issubclass(member, Empty)):
+            hint = " (for raw text, use @tool(raw=True) with -> str)" if member is str else ""
             raise ToolDefinitionError(
                 f"{label}: the return annotation must be Empty, a subclass, or a union of "
-                f"them; {member!r} is not"
+                f"them; {member!r} is not{hint}"
             )
     return tuple(members)
 
@@ -361,6 +408,30 @@ class ChainedToolDecorator(Protocol[_P]):
     def __call__(self, func: Callable[[_P, list[Message]], _Out], /) -> Tool[_P, _Out]: ...
 
 
+class RawToolDecorator(Protocol):
+    """What ``@tool(raw=True)`` returns: the function returns ``str``, the tool RawText."""
+
+    @overload
+    def __call__(
+        self, func: Callable[[_In, list[Message]], Coroutine[Any, Any, str]], /
+    ) -> Tool[_In, RawText]: ...
+
+    @overload
+    def __call__(self, func: Callable[[_In, list[Message]], str], /) -> Tool[_In, RawText]: ...
+
+
+class ChainedRawToolDecorator(Protocol[_P]):
+    """``@tool(raw=True, chained_to=parent)``: takes the parent's output, returns ``str``."""
+
+    @overload
+    def __call__(
+        self, func: Callable[[_P, list[Message]], Coroutine[Any, Any, str]], /
+    ) -> Tool[_P, RawText]: ...
+
+    @overload
+    def __call__(self, func: Callable[[_P, list[Message]], str], /) -> Tool[_P, RawText]: ...
+
+
 class FactoryDecorator(Protocol):
     """What ``@factory(...)`` returns: a decorator keeping context, input and output."""
 
@@ -373,6 +444,34 @@ class FactoryDecorator(Protocol):
     def __call__(
         self, func: Callable[[_In, list[Message], _C], _Out], /
     ) -> Factory[_C, _In, _Out]: ...
+
+
+class RawFactoryDecorator(Protocol):
+    """What ``@factory(raw=True)`` returns: the body returns ``str``, built tools RawText."""
+
+    @overload
+    def __call__(
+        self, func: Callable[[_In, list[Message], _C], Coroutine[Any, Any, str]], /
+    ) -> Factory[_C, _In, RawText]: ...
+
+    @overload
+    def __call__(
+        self, func: Callable[[_In, list[Message], _C], str], /
+    ) -> Factory[_C, _In, RawText]: ...
+
+
+class ChainedRawFactoryDecorator(Protocol[_P]):
+    """``@factory(raw=True, chained_to=parent)``: takes the parent's output, returns ``str``."""
+
+    @overload
+    def __call__(
+        self, func: Callable[[_P, list[Message], _C], Coroutine[Any, Any, str]], /
+    ) -> Factory[_C, _P, RawText]: ...
+
+    @overload
+    def __call__(
+        self, func: Callable[[_P, list[Message], _C], str], /
+    ) -> Factory[_C, _P, RawText]: ...
 
 
 class ChainedFactoryDecorator(Protocol[_P]):
@@ -404,6 +503,7 @@ def tool(
     chain_condition: ChainCondition | None = None,
     name: str | None = None,
     pure: bool = False,
+    raw: Literal[False] = False,
 ) -> ToolDecorator: ...
 
 
@@ -414,7 +514,30 @@ def tool(
     chain_condition: Callable[[_P], bool] | None = None,
     name: str | None = None,
     pure: bool = False,
+    raw: Literal[False] = False,
 ) -> ChainedToolDecorator[_P]: ...
+
+
+@overload
+def tool(
+    *,
+    raw: Literal[True],
+    chained_to: str | Sequence[str] | None = None,
+    chain_condition: ChainCondition | None = None,
+    name: str | None = None,
+    pure: bool = False,
+) -> RawToolDecorator: ...
+
+
+@overload
+def tool(
+    *,
+    raw: Literal[True],
+    chained_to: Parent[_P] | Sequence[Parent[_P]],
+    chain_condition: Callable[[_P], bool] | None = None,
+    name: str | None = None,
+    pure: bool = False,
+) -> ChainedRawToolDecorator[_P]: ...
 
 
 def tool(
@@ -425,15 +548,26 @@ def tool(
     chain_condition: ChainCondition | None = None,
     name: str | None = None,
     pure: bool = False,
-) -> Tool[Any, Any] | ToolDecorator | ChainedToolDecorator[Any]:
+    raw: bool = False,
+) -> (
+    Tool[Any, Any]
+    | ToolDecorator
+    | ChainedToolDecorator[Any]
+    | RawToolDecorator
+    | ChainedRawToolDecorator[Any]
+):
     """Make a Tool of ``f(input, messages) -> output``; its docstring is the instruction.
 
     ``pure=True`` declares that the tool has no outside effect and is deterministic (see
     ``Tool.pure``): durable runs re-run it inline on replay instead of recording a step.
+
+    ``raw=True`` is the explicit opt-in to raw text: ``f`` is annotated ``-> str`` and
+    returns text, which the tool returns as RawText and the LLM sees as is (not as the JSON
+    of a value). Without it a tool returning ``str`` is refused.
     """
 
     def decorate(func: ToolFunc) -> Tool[Any, Any]:
-        input_type, output_types = _signature_types(func, 2)
+        input_type, output_types = _signature_types(func, 2, raw=raw)
         tool_name = name or func.__name__
         parents = _normalize_parents(chained_to, tool_name)
         if chain_condition is not None and not parents:
@@ -443,7 +577,7 @@ def tool(
             instruction=_instruction(func),
             input_type=input_type,
             output_types=output_types,
-            func=func,
+            func=_raw_body(func, tool_name) if raw else func,
             chained_to=parents,
             chain_condition=chain_condition,
             pure=pure,
@@ -468,6 +602,7 @@ def factory(
     chained_to: str | Sequence[str] | None = None,
     chain_condition: ChainCondition | None = None,
     name: str | None = None,
+    raw: Literal[False] = False,
 ) -> FactoryDecorator: ...
 
 
@@ -477,7 +612,28 @@ def factory(
     chained_to: Parent[_P] | Sequence[Parent[_P]],
     chain_condition: Callable[[_P], bool] | None = None,
     name: str | None = None,
+    raw: Literal[False] = False,
 ) -> ChainedFactoryDecorator[_P]: ...
+
+
+@overload
+def factory(
+    *,
+    raw: Literal[True],
+    chained_to: str | Sequence[str] | None = None,
+    chain_condition: ChainCondition | None = None,
+    name: str | None = None,
+) -> RawFactoryDecorator: ...
+
+
+@overload
+def factory(
+    *,
+    raw: Literal[True],
+    chained_to: Parent[_P] | Sequence[Parent[_P]],
+    chain_condition: Callable[[_P], bool] | None = None,
+    name: str | None = None,
+) -> ChainedRawFactoryDecorator[_P]: ...
 
 
 def factory(
@@ -487,23 +643,34 @@ def factory(
     chained_to: Parents = None,
     chain_condition: ChainCondition | None = None,
     name: str | None = None,
-) -> Factory[Any, Any, Any] | FactoryDecorator | ChainedFactoryDecorator[Any]:
-    """Make a Factory of ``f(input, messages, ctx) -> output``; call it with a context."""
+    raw: bool = False,
+) -> (
+    Factory[Any, Any, Any]
+    | FactoryDecorator
+    | ChainedFactoryDecorator[Any]
+    | RawFactoryDecorator
+    | ChainedRawFactoryDecorator[Any]
+):
+    """Make a Factory of ``f(input, messages, ctx) -> output``; call it with a context.
+
+    ``raw=True`` is the opt-in to raw text, as for ``@tool``: ``f`` returns ``str``.
+    """
 
     def decorate(func: FactoryFunc) -> Factory[Any, Any, Any]:
-        input_type, output_types = _signature_types(func, 3)
+        input_type, output_types = _signature_types(func, 3, raw=raw)
         factory_name = name or func.__name__
         parents = _normalize_parents(chained_to, factory_name)
         if chain_condition is not None and not parents:
             raise ToolDefinitionError(f"{factory_name}: chain_condition needs chained_to")
         return Factory(
-            func,
+            _raw_body(func, factory_name) if raw else func,
             name=factory_name,
             instruction=_instruction(func),
             input_type=input_type,
             output_types=output_types,
             chained_to=parents,
             chain_condition=chain_condition,
+            raw=raw,
         )
 
     return decorate(func) if func is not None else cast(FactoryDecorator, decorate)

@@ -10,6 +10,7 @@ from roboz import AgentMode
 from roboz.deployment import (
     Capability,
     DeployableAgent,
+    DeploymentError,
     MissingAttributesError,
     SkillLabel,
     ToolLabel,
@@ -21,7 +22,7 @@ from roboz.shed.capabilities import Filesystem, Pdf
 from roboz.shed.dependency_health import ExecutableDependency
 from roboz.shed.guard import PermissionDecided
 from roboz.shed.models import ActionVerdict, Operation, PermissionRule
-from roboz.shed.sandbox import PermissionPolicy
+from roboz.shed.sandbox import PermissionPolicy, Sandbox
 from roboz.tools import stop
 from tests.shed.capabilities.pdfs import write_text_pdf
 
@@ -46,8 +47,8 @@ def definition(base: Path, mock: MockLLMEndpoint, *capabilities: Capability) -> 
         mode=AgentMode.AUTONOMOUS,
         agent_endpoint=mock,
         capabilities=(*capabilities, Capability(label=ToolLabel("stop"), value=stop)),
+        sandbox=notes_policy(base),
     )
-    agent.set_attributes(permissions=notes_policy(base))
     return agent
 
 
@@ -67,16 +68,65 @@ def test_filesystem_on_demand_offers_the_same_skill(tmp_path: Path) -> None:
     assert runtime.auto_loaded_skills == []
 
 
-def test_file_capabilities_need_a_permission_policy(tmp_path: Path) -> None:
+def test_file_capabilities_need_a_sandbox_and_the_error_names_the_setting() -> None:
     agent = DeployableAgent(
         "files", agent_endpoint=MockLLMEndpoint([]), capabilities=[Filesystem(), Pdf()]
     )
     with pytest.raises(MissingAttributesError) as caught:
         agent.build()
-    assert "Filesystem skill 'filesystem' needs permissions" in str(caught.value)
-    assert "Pdf skill 'pdf' needs permissions" in str(caught.value)
+    message = str(caught.value)
+    assert "Filesystem skill 'filesystem' needs a sandbox" in message
+    assert "Pdf skill 'pdf' needs a sandbox" in message
+    assert "DeployableAgent(..., sandbox=...) or agent.sandbox = ..." in message
+    assert "a Sandbox layout or a PermissionPolicy" in message
+    assert "set_attributes" not in message  # nothing to set there
     agent.set_capability_selection({})  # both left out: nothing is required any more
     assert agent.build()[0].auto_loaded_skills == []
+
+
+def test_filesystem_and_pdf_alone_derive_the_policy_from_a_sandbox_layout(tmp_path: Path) -> None:
+    layout = Sandbox(root=tmp_path, read_only=("docs",), project="alpha").prepare()
+    (tmp_path / "docs").mkdir()
+    write_text_pdf(tmp_path / "docs" / "report.pdf", ["Quarterly figures"])
+    mock = MockLLMEndpoint(
+        [
+            {
+                "action": "process_pdf",
+                "path": str(tmp_path / "docs" / "report.pdf"),
+                "start_page": 1,
+                "end_page": 1,
+            },
+            {"action": "run_file_command", "value": [["touch", "CMD"], ["new.md", "PTH"]]},
+            {
+                "action": "run_file_command",
+                "value": [["touch", "CMD"], [str(tmp_path / "docs" / "x.md"), "PTH"]],
+            },
+            {"action": "stop", "value": "ok"},
+        ]
+    )
+    agent = DeployableAgent(
+        "files",
+        mode=AgentMode.AUTONOMOUS,
+        agent_endpoint=mock,
+        sandbox=layout,
+        capabilities=[Pdf(), Filesystem(), Capability(label=ToolLabel("stop"), value=stop)],
+    )
+    runtime, _ = agent.build()
+    output, messages = runtime.invoke()
+    assert output.value == "ok"
+    results = [m.content for m in messages if m.message_kind == "tool_result"]
+    assert any("Quarterly figures" in result for result in results)
+    # The layout's policy: create in the scoped project, only read elsewhere in the sandbox.
+    assert (layout.project_dir / "new.md").exists()
+    assert not (tmp_path / "docs" / "x.md").exists()
+
+
+def test_a_sandbox_of_another_kind_is_refused_when_set(tmp_path: Path) -> None:
+    with pytest.raises(DeploymentError, match="sandbox must be a Sandbox layout or a Permissio"):
+        DeployableAgent("files", sandbox=str(tmp_path))  # type: ignore[arg-type]
+    agent = DeployableAgent("files")
+    with pytest.raises(DeploymentError, match="got PosixPath"):
+        agent.sandbox = tmp_path  # type: ignore[assignment]
 
 
 def test_labels_of_the_wrong_kind_are_refused() -> None:

@@ -22,7 +22,8 @@ def document_reader(
     agent_endpoint: EndpointLike | None = None,
     name: str = "document_reader",
 ) -> DeployableAgent:
-    """A fresh document reader definition; give it a read-only ``permissions`` policy.
+    """A fresh document reader definition; give it a read-only ``permissions`` policy (its
+    sandbox; it can also be set later as ``definition.sandbox``).
 
     The prompt asks it not to write, but only the policy enforces that.
     """
@@ -32,12 +33,11 @@ def document_reader(
         description="Reads files and PDFs and answers with citations.",
         mode=AgentMode.AUTONOMOUS,
         agent_endpoint=agent_endpoint,
+        sandbox=permissions,
         capabilities=(
             Filesystem(),
             Pdf(),
             Capability(label=ToolLabel("stop", selectable=False), value=stop),
         ),
     )
-    if permissions is not None:
-        definition.set_attributes(permissions=permissions)
     return definition

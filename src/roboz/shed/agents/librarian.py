@@ -34,15 +34,17 @@ class StoredAgent(DeployableAgent):
     """A definition whose runtimes persist their runs in the sandbox's run store."""
 
     def __init__(self, *args: object, sandbox: Sandbox, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.sandbox = sandbox
+        super().__init__(*args, sandbox=sandbox, **kwargs)  # type: ignore[arg-type]
+        # The layout the run store lives in, kept apart from ``sandbox`` (which may be given
+        # a narrower PermissionPolicy later): the runs stay where the layout puts them.
+        self.layout = sandbox
         self.max_steps: int | None = None
         self._store: SQLiteThreadStore | None = None
 
     def build(self) -> tuple[Agent, tuple[Agent, ...]]:
         runtime, background = super().build()
         if self._store is None:  # one store (and its connections) for every runtime built
-            self._store = SQLiteThreadStore(self.sandbox.prepare().run_store)
+            self._store = SQLiteThreadStore(self.layout.prepare().run_store)
         runtime.store = self._store
         if self.max_steps is not None:
             runtime.max_steps = self.max_steps

@@ -38,12 +38,12 @@ def orchestrator(
 ) -> StoredAgent:
     """A fresh orchestrator for ``sandbox``'s scoped project.
 
-    Filesystem and Pdf are guarded by ``sandbox.permissions()``; run_shell_script is declared
-    when ``socket_path`` names a helper; each nested agent is a tool named after it. Every run
-    is persisted in the project's run store and starts with the latest project memory; the
-    Librarian (summarizing with ``librarian_endpoint``, default ``agent_endpoint``) and
-    ``background_agents`` run beside each run. ``stop`` is fixed; everything else can be
-    deselected.
+    Filesystem and Pdf are guarded by ``sandbox.permissions()`` (``sandbox`` is the
+    definition's sandbox); run_shell_script is declared when ``socket_path`` names a helper;
+    each nested agent is a tool named after it. Every run is persisted in the project's run
+    store and starts with the latest project memory; the Librarian (summarizing with
+    ``librarian_endpoint``, default ``agent_endpoint``) and ``background_agents`` run beside
+    each run. ``stop`` is fixed; everything else can be deselected.
     """
     definition = StoredAgent(
         name,
@@ -72,5 +72,4 @@ def orchestrator(
     )
     if socket_path is not None:
         definition.add_capabilities(SafeScripts(socket_path=socket_path))
-    definition.set_attributes(permissions=sandbox.permissions())
     return definition

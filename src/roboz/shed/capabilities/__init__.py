@@ -1,7 +1,8 @@
 """Ready capabilities of the Shed: guarded files, PDF reading and SafeScripts.
 
-Filesystem and Pdf read the permission policy from their owner (``set_attributes(
-permissions=PermissionPolicy(...))``) and use the deployment's event pipe. SafeScripts talks
+Filesystem and Pdf derive the permission policy from their owner's sandbox
+(``DeployableAgent(sandbox=Sandbox(...) or PermissionPolicy(...))``) and use the deployment's
+event pipe. SafeScripts talks
 to the helper daemon on a socket. ConversationSnapshots, MemoryConsolidation,
 ArtifactRetention and MaintenanceCadence are the Librarian's steps; ProjectMemory gives a
 watched agent its memory.
