@@ -9,6 +9,10 @@ scripts/setup.sh 3.11 3.13
 .venv/bin/ruff check .
 .venv/bin/ruff format --check src helper tests benchmarks
 
+# == docs: the site builds with warnings as errors (its code blocks run in pytest, tests/docs)
+echo "== docs site (mkdocs build --strict)"
+scripts/docs.sh --quiet
+
 status=0
 for venv in .venv .venv-3.13; do
     version=$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')

@@ -1,4 +1,4 @@
-"""The README's "Client tools, goals and tasks" example runs and prints what it says."""
+"""The "Client tools, goals and tasks" example of the docs runs and prints what it says."""
 
 from __future__ import annotations
 
@@ -6,14 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from tests.docs.blocks import DOCS, block_under
+
+PAGE = DOCS / "how-to" / "client-tools.md"
 
 
-def test_readme_client_tools_example(tmp_path: Path) -> None:
-    text = README.read_text()
-    section = text[text.index("## Client tools, goals and tasks") :]
-    start = section.index("```python") + len("```python")
-    code = section[start : section.index("```\n", start)]
+def test_client_tools_example(tmp_path: Path) -> None:
+    code = block_under(PAGE, "# Client tools, goals and tasks").code
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
@@ -23,4 +22,4 @@ def test_readme_client_tools_example(tmp_path: Path) -> None:
         "3 CSV files user_turn achieved completed",
     ]
     for line in done.stdout.splitlines():  # the comments in the example say the same
-        assert f"\n# {line}\n" in code
+        assert f"\n# prints: {line}\n" in code
