@@ -57,10 +57,16 @@ def thread_row(conn: Conn, thread_id: str) -> tuple[Any, ...]:
     return tuple(row)
 
 
+DECODE_ERRORS = (ValidationError, ValueError, TypeError, RecursionError)
+"""What decoding a stored value can raise: a read reports each as CorruptRecordError, the
+one error a store documents for a row it cannot decode (RecursionError: JSON nested deeper
+than the parser's stack, which ``json.loads`` does not bound)."""
+
+
 def decode_content(thread_id: str, seq: int, content: str) -> list[Any]:
     try:
         return decode_blocks(content)
-    except (ValidationError, ValueError, TypeError) as error:
+    except DECODE_ERRORS as error:
         raise CorruptRecordError(
             f"message {seq} of thread {thread_id!r} cannot be decoded: {error}"
         ) from error
@@ -82,7 +88,7 @@ def message_from_row(
             created=datetime.fromisoformat(created),
             content=blocks,
         )
-    except (ValidationError, ValueError) as error:
+    except DECODE_ERRORS as error:
         if isinstance(error, CorruptRecordError):
             raise
         raise CorruptRecordError(
@@ -133,7 +139,7 @@ def record_from_row(row: Sequence[Any], *, with_tasks_and_goals: bool) -> AgentT
             continuation_token=encode_token(thread_id, int(revision)),
         )
         return AgentThreadRecord.model_validate(data)
-    except (ValidationError, ValueError) as error:
+    except DECODE_ERRORS as error:
         raise CorruptRecordError(f"thread {thread_id!r} cannot be decoded: {error}") from error
 
 
