@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 
 from roboz.threads import (
+    AgentErrorContent,
     AgentMessage,
+    AgentMessageStatus,
     AgentRole,
+    AgentTask,
     AgentTextContent,
     CorruptRecordError,
     SQLiteThreadStore,
     ThreadStore,
+    UnencodableTextError,
 )
 
 DEEP = "<ctx>" + "[" * 100_000 + "]" * 100_000 + "</ctx>"
@@ -65,3 +69,39 @@ def test_a_row_nested_too_deep_to_decode_is_a_corrupt_record(
         store.get_tasks_and_goals(thread_id)
     with pytest.raises(CorruptRecordError, match=r"run context of thread"):
         store.get_run_context(thread_id)
+
+
+def test_text_that_cannot_be_encoded_is_refused_naming_the_field(store: ThreadStore) -> None:
+    thread_id = store.create_thread(org_id="o", created_by="u").thread_id
+    before = store.get_thread(thread_id)
+    cases = [
+        (lambda: store.append_message(thread_id, AgentMessage.text("\ud800")), r"content\[0\]"),
+        (
+            lambda: store.append_message(
+                thread_id,
+                AgentMessage(
+                    role=AgentRole.ASSISTANT,
+                    content=[
+                        AgentTextContent(text="ok"),
+                        AgentErrorContent(error_message="\ud806"),
+                    ],
+                    status=AgentMessageStatus.FAILED,
+                ),
+            ),
+            r"content\[1\] \(AgentErrorContent\)",
+        ),
+        (lambda: store.set_title(thread_id, "t\udcff"), "title"),
+        (
+            lambda: store.set_tasks(thread_id, [AgentTask(task_id=1, position=0, title="\ud800")]),
+            "tasks",
+        ),
+        (lambda: store.create_thread(org_id="\ud800", created_by="u"), "org_id"),
+    ]
+    for write, field in cases:
+        with pytest.raises(UnencodableTextError, match=field) as caught:
+            write()
+        assert "nothing was written" in str(caught.value)
+    after = store.get_thread(thread_id)
+    assert after.messages == [] and after.title is None and after.tasks == []
+    assert after.continuation_token == before.continuation_token
+    assert [t.thread_id for t in store.list_threads()] == [thread_id]

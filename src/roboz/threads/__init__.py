@@ -50,6 +50,7 @@ from roboz.threads.errors import (
     ThreadNotFoundError,
     ThreadReadOnlyError,
     ThreadStoreError,
+    UnencodableTextError,
     UnmappedContentTypeError,
 )
 from roboz.threads.event import (
@@ -156,6 +157,7 @@ __all__ = [
     "ThreadStore",
     "ThreadStoreError",
     "ThreadVisibility",
+    "UnencodableTextError",
     "UnmappedContentTypeError",
     "compressed_view",
     "deletion_pass",

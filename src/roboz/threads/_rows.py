@@ -8,11 +8,17 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from roboz.threads._sql import Conn
 from roboz.threads.compression import CompressionTier, compressed_view
-from roboz.threads.content import decode_blocks
-from roboz.threads.errors import ContinuationTokenError, CorruptRecordError, ThreadNotFoundError
+from roboz.threads.content import decode_blocks, storable
+from roboz.threads.errors import (
+    ContinuationTokenError,
+    CorruptRecordError,
+    ThreadNotFoundError,
+    UnencodableTextError,
+)
 from roboz.threads.record import AgentMessage, AgentRole, AgentThreadDelta, AgentThreadRecord
 from roboz.threads.tokens import decode_token, encode_token
 
@@ -44,8 +50,14 @@ by primary key instead of using the (thread_id, revision) index, and a delta sto
 proportional to what changed."""
 
 
-def dump_list(items: Sequence[BaseModel]) -> str:
-    return json.dumps([item.model_dump(mode="json") for item in items])
+def dump_list(items: Sequence[BaseModel], field: str = "tasks or goals") -> str:
+    try:
+        dumped = [item.model_dump(mode="json") for item in items]
+    except PydanticSerializationError as error:
+        raise UnencodableTextError(
+            f"{field} cannot be stored: {error}; send valid Unicode text only; nothing was written"
+        ) from None
+    return storable(json.dumps(dumped, ensure_ascii=False), field)
 
 
 def thread_row(conn: Conn, thread_id: str) -> tuple[Any, ...]:
