@@ -7,7 +7,10 @@ Run: .venv/bin/python benchmarks/bench_files.py
 - cat of a small file, grep -r over 2,000 files, find over 10,000 files: run_file_command vs
   the same native command run with subprocess (target: total <= 2x native for the recursive
   ones);
-- apply_patch: one replacement in a 10 MB file vs plain read + replace + write (target <= 1.2x).
+- apply_patch: one replacement in a 10 MB file vs plain read + replace + write (target <= 1.2x);
+  refusing an ambiguous old_string of 100,000 ``a`` in a file of 200,000 ``a`` (every offset
+  matches, overlapping) vs one plain ``bytes.find`` of it (target: a small constant factor,
+  not the quadratic listing of every overlapping match).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from roboz.shed.files import FileCommandEngine, Tag
 from roboz.shed.models import ActionVerdict, Operation, PermissionRule
-from roboz.shed.patch import apply_patch
+from roboz.shed.patch import PatchError, apply_patch
 from roboz.shed.sandbox import PermissionPolicy
 
 
@@ -215,6 +218,21 @@ def bench_patch(tmp: Path) -> None:
 
     row("apply_patch, 10 MB file (atomic + fsync)", *paired(ours, baseline, 15))
     row("  same, beside read+write+fsync", *paired(ours, durable_baseline, 15))
+
+    target.write_bytes(b"a" * 200_000)
+    needle = "a" * 100_000
+
+    def ambiguous() -> None:
+        try:
+            apply_patch(policy, "big.txt", needle, "b")
+        except PatchError:
+            return
+        raise AssertionError("an overlapping old_string was applied")
+
+    def one_find() -> None:
+        target.read_bytes().find(needle.encode())
+
+    row("apply_patch refusing 100,000 overlapping a's", *paired(ambiguous, one_find, 5))
 
 
 def main() -> None:

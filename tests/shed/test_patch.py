@@ -11,6 +11,9 @@ from roboz.runtime.io import use_user_io
 from roboz.shed.guard import AccessError, CommandGuard, PermissionDenied
 from roboz.shed.models import Operation, PermissionRule
 from roboz.shed.patch import PatchError, apply_patch
+from roboz.shed.patch.engine import find_matches
+from roboz.shed.tools import FilesystemContext
+from roboz.shed.tools.patch import PatchInput, get_apply_patch
 
 from .fileutil import SECRET, ScriptedIO, make_workspace, snapshot
 
@@ -44,7 +47,7 @@ def test_crlf_file_matches_lf_text(ws):
 def test_ambiguous_and_missing_matches_change_nothing(ws):
     target = ws.base / "notes/a.txt"
     before = target.read_bytes()
-    with pytest.raises(PatchError, match="matches 2 places"):
+    with pytest.raises(PatchError, match="matches more than one place"):
         patch(ws, "notes/a.txt", "line", "LINE")
     with pytest.raises(PatchError, match="not found"):
         patch(ws, "notes/a.txt", "gamma", "x")
@@ -160,3 +163,65 @@ def test_missing_file_and_directory_targets(ws):
         patch(ws, "notes/none.txt", "x", "y")
     with pytest.raises(AccessError, match="is a directory"):
         patch(ws, "notes/sub", "", "y")
+
+
+class _CountingBytes(bytes):
+    """File content that counts the searches made in it."""
+
+    searches = 0
+
+    def find(self, *args: object) -> int:  # type: ignore[override]
+        type(self).searches += 1
+        return super().find(*args)  # type: ignore[arg-type]
+
+
+def test_an_ambiguous_old_string_is_refused_after_a_bounded_number_of_searches(ws):
+    # Every offset of the first half matches: listing them all took one search each, each
+    # as long as the needle (41 s for 200,000 bytes); two matches are enough to refuse.
+    data = _CountingBytes(b"a" * 2_000)
+    with pytest.raises(PatchError, match="overlapping"):
+        find_matches(data, b"a" * 1_000, replace_all=False)
+    assert _CountingBytes.searches <= 3
+    _CountingBytes.searches = 0
+    with pytest.raises(PatchError, match="overlapping"):
+        find_matches(data, b"a" * 1_000, replace_all=True)
+    assert _CountingBytes.searches <= 3
+    _CountingBytes.searches = 0
+    spaced = _CountingBytes(b"ab" * 1_000)
+    with pytest.raises(PatchError, match="more than one place"):
+        find_matches(spaced, b"ab", replace_all=False)
+    assert _CountingBytes.searches <= 3
+    assert len(find_matches(spaced, b"ab", replace_all=True)) == 1_000
+    target = ws.base / "notes/big.txt"
+    target.write_bytes(b"a" * 200_000)
+    with pytest.raises(PatchError, match="overlapping"):
+        patch(ws, "notes/big.txt", "a" * 100_000, "b")
+    assert target.read_bytes() == b"a" * 200_000
+
+
+def test_a_path_that_cannot_name_a_file_says_what_is_wrong(ws):
+    before = snapshot(ws.base)
+    with pytest.raises(AccessError, match=r"path contains a NUL byte \(at character 5\)"):
+        patch(ws, "notes\x00a.txt", "", "x")
+    with pytest.raises(AccessError, match="path is empty"):
+        patch(ws, "", "", "x")
+    with pytest.raises(AccessError, match="path is not a file name"):
+        patch(ws, "notes/\ud800", "", "x")
+    chain = get_apply_patch(FilesystemContext(permissions=ws.policy))
+    said = chain[0].run(PatchInput(path="notes/\x00", old_string="", new_string="x"), [])
+    assert said.value == (
+        "apply_patch: path contains a NUL byte (at character 6); no file name can; "
+        "nothing was changed"
+    )
+    assert snapshot(ws.base) == before
+
+
+def test_a_surrogate_escaped_name_from_disk_is_patched(ws):
+    # os.fsdecode of a name that is not UTF-8: the engine works on it byte for byte.
+    raw = os.fsencode(str(ws.base)) + b"/notes/caf\xe9.txt"
+    with open(raw, "wb") as handle:
+        handle.write(b"old\n")
+    outcome = patch(ws, os.fsdecode(b"notes/caf\xe9.txt"), "old", "new")
+    assert outcome.replacements == 1
+    with open(raw, "rb") as handle:
+        assert handle.read() == b"new\n"

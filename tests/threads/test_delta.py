@@ -14,11 +14,13 @@ from roboz.threads import (
     AgentRole,
     AgentTask,
     AgentTextContent,
+    AgentThreadDelta,
     AgentThreadGoalRecord,
     AgentThreadRecord,
     AgentThreadStatus,
     ContinuationTokenError,
     SQLiteThreadStore,
+    ThreadError,
 )
 from roboz.threads.tokens import encode_token
 
@@ -280,3 +282,38 @@ def test_changed_messages_are_found_through_the_revision_index(store: SQLiteThre
         plan = raw.execute(f"EXPLAIN QUERY PLAN {CHANGED_MESSAGES_SQL}", ("t", 0)).fetchall()
     details = " ".join(str(row[-1]) for row in plan)
     assert "messages_by_revision" in details and "revision>?" in details
+
+
+def test_impossible_deltas_are_refused_naming_the_field(store: SQLiteThreadStore) -> None:
+    empty = store.create_thread(org_id="o", created_by="u")
+    held = store.create_thread(org_id="o", created_by="u")
+    store.append_message(held.thread_id, AgentMessage.text("my question"))
+    one = store.get_thread(held.thread_id)
+    failed = {
+        "role": "assistant",
+        "content": [{"text": "spliced"}],
+        "status": "failed",
+    }
+    for client in (empty, one):
+        delta = AgentThreadDelta.model_validate(
+            {"continuation_token": client.continuation_token, "messages_by_idx": {"-1": failed}}
+        )
+        with pytest.raises(ThreadError, match="messages_by_idx has negative index -1"):
+            client.apply_delta(delta)
+    rewind = AgentThreadDelta(
+        continuation_token=one.continuation_token,
+        messages_by_idx={},
+        reset_from_message_sequence_num=-1,
+    )
+    with pytest.raises(ThreadError, match="reset_from_message_sequence_num is -1"):
+        one.apply_delta(rewind)
+    gap = AgentThreadDelta(
+        continuation_token=one.continuation_token,
+        messages_by_idx={3: AgentMessage.text("later")},
+        reset_from_message_sequence_num=3,
+    )
+    with pytest.raises(ThreadError, match="carries message 3 but the client holds only 1"):
+        one.apply_delta(gap)
+    # The user's message is untouched by every refused delta.
+    assert one.messages[0].content == [AgentTextContent(text="my question")]
+    assert one.messages[0].status is AgentMessageStatus.COMPLETED

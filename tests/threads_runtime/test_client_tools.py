@@ -261,3 +261,41 @@ def test_async_round_trip(store: ThreadStore) -> None:
     result = asyncio.run(main())
     assert isinstance(result, tuple)
     assert result[0].value == "async ok"
+
+
+@pytest.mark.parametrize("value", [3, 2.5, True, None, "3", "plain text", {"n": 3}, [1, "a"]])
+def test_any_json_result_is_stored_so_the_thread_reads_back(
+    store: ThreadStore, value: object
+) -> None:
+    agent, _ = asking_agent(store, {"action": "stop", "value": "ok"})
+    turn = agent.invoke(thread_id="t-9", client_tools=[PICK])
+    assert isinstance(turn, ClientToolTurn)
+    agent.submit_tool_results("t-9", {"tu_0": value})
+    thread = store.get_thread("t-9")
+    (result,) = [
+        b
+        for m in thread.messages
+        for b in m.content
+        if isinstance(b, AgentToolResultContent) and b.tool_name == "pick_files"
+    ]
+    # Objects and arrays are kept as JSON; anything else as the text the tool returned.
+    expected = (
+        value
+        if isinstance(value, dict | list)
+        else (value if isinstance(value, str) else json.dumps(value))
+    )
+    assert result.payload == expected
+    assert thread.status is AgentThreadStatus.USER_TURN
+
+
+def test_a_result_that_is_not_json_is_refused_and_nothing_is_recorded(store: ThreadStore) -> None:
+    agent, endpoint = asking_agent(store, {"action": "stop", "value": "ok"})
+    turn = agent.invoke(thread_id="t-8", client_tools=[PICK])
+    assert isinstance(turn, ClientToolTurn)
+    before = store.get_thread("t-8")
+    for wrong in ({1, 2}, float("nan"), "\ud800", {"k": object()}):
+        with pytest.raises(ClientToolError, match="the result for 'tu_0' is not a JSON value"):
+            agent.submit_tool_results("t-8", {"tu_0": wrong})
+    delta = store.delta_since("t-8", before.continuation_token)
+    assert delta.messages_by_idx == {} and delta.status is None
+    assert endpoint.calls == 1

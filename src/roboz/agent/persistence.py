@@ -70,6 +70,16 @@ def _json_or_text(text: str) -> Any:
         return text
 
 
+def _payload(text: str) -> Any:
+    """A tool result's stored payload: its JSON object or array, else its text as it is.
+
+    The seed's payload is text, an object or an array; a bare number, boolean or null read
+    from the text (a client tool's result ``3``, a tool that printed ``42``) would be stored
+    and then fail validation on every read of the thread."""
+    data = _json_or_text(text)
+    return data if isinstance(data, dict | list) else text
+
+
 def action_of(message: Message) -> tuple[str, dict[str, Any] | None] | None:
     if message.role is not Role.ASSISTANT or message.message_kind != "action":
         return None
@@ -146,7 +156,7 @@ def thread_row(
             "tool_name": caller,
             "runtime_ms": runtime_ms,
             "status": "success",
-            "payload": _json_or_text(message.content),
+            "payload": _payload(message.content),
         }
         pairs.append(_pair("tool_result", result))
     else:

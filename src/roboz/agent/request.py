@@ -133,6 +133,13 @@ def check_results(
         s.name if isinstance(s, ClientToolSpec) else str(s["name"]) for s in request.client_tools
     ]
     _mismatch(thread.thread_id, pending_uses(thread, names), results)
+    for use, value in results.items():
+        try:
+            json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError) as error:  # UnicodeEncodeError is a ValueError
+            raise ClientToolError(
+                f"the result for {use!r} is not a JSON value ({error}); nothing was recorded"
+            ) from None
 
 
 def record_results(

@@ -51,6 +51,7 @@ from roboz.threads.errors import (
     ThreadNotFoundError,
     ThreadReadOnlyError,
     ThreadStoreError,
+    UnencodableTextError,
     UnmappedContentTypeError,
 )
 from roboz.threads.event import (
@@ -157,6 +158,7 @@ __all__ = [
     "ThreadStore",
     "ThreadStoreError",
     "ThreadVisibility",
+    "UnencodableTextError",
     "UnmappedContentTypeError",
     "compressed_view",
     "deletion_pass",

@@ -37,7 +37,7 @@ from roboz.threads.compression import (
     ensure_verbatim,
     validate_variant,
 )
-from roboz.threads.content import AgentTextContent, encode_blocks
+from roboz.threads.content import AgentTextContent, encode_blocks, storable
 from roboz.threads.errors import (
     MessageFinalizedError,
     MessageGeneratingError,
@@ -120,6 +120,9 @@ class ThreadStoreBase(RunStoreMixin):
     ) -> AgentThreadRecord:
         status = AgentThreadStatus.USER_TURN if messages else AgentThreadStatus.NOT_STARTED
         thread_id = thread_id or new_thread_id()
+        named = {"thread_id": thread_id, "org_id": org_id, "created_by": created_by}
+        for field, value in [*named.items(), ("title", title or "")]:
+            storable(value, field)
         for message in messages:
             ensure_verbatim(message)
         with self._write(thread_id) as conn:
@@ -238,6 +241,7 @@ class ThreadStoreBase(RunStoreMixin):
             )
 
     def set_title(self, thread_id: str, title: str) -> None:
+        storable(title, "title")
         with self._write(thread_id) as conn:
             bump_revision(conn, thread_id, "title")
             conn.execute("UPDATE threads SET title = ? WHERE thread_id = ?", (title, thread_id))
@@ -248,7 +252,8 @@ class ThreadStoreBase(RunStoreMixin):
         with self._write(thread_id) as conn:
             bump_revision(conn, thread_id, "tasks")
             conn.execute(
-                "UPDATE threads SET tasks = ? WHERE thread_id = ?", (dump_list(ordered), thread_id)
+                "UPDATE threads SET tasks = ? WHERE thread_id = ?",
+                (dump_list(ordered, "tasks"), thread_id),
             )
 
     def set_goals(self, thread_id: str, goals: Sequence[AgentThreadGoalRecord]) -> None:
@@ -257,7 +262,8 @@ class ThreadStoreBase(RunStoreMixin):
         with self._write(thread_id) as conn:
             bump_revision(conn, thread_id, "goals")
             conn.execute(
-                "UPDATE threads SET goals = ? WHERE thread_id = ?", (dump_list(ordered), thread_id)
+                "UPDATE threads SET goals = ? WHERE thread_id = ?",
+                (dump_list(ordered, "goals"), thread_id),
             )
 
     # -- messages -----------------------------------------------------------------------------

@@ -8,11 +8,17 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from roboz.threads._sql import Conn
 from roboz.threads.compression import CompressionTier, compressed_view
-from roboz.threads.content import decode_blocks
-from roboz.threads.errors import ContinuationTokenError, CorruptRecordError, ThreadNotFoundError
+from roboz.threads.content import decode_blocks, storable
+from roboz.threads.errors import (
+    ContinuationTokenError,
+    CorruptRecordError,
+    ThreadNotFoundError,
+    UnencodableTextError,
+)
 from roboz.threads.record import AgentMessage, AgentRole, AgentThreadDelta, AgentThreadRecord
 from roboz.threads.tokens import decode_token, encode_token
 
@@ -44,8 +50,14 @@ by primary key instead of using the (thread_id, revision) index, and a delta sto
 proportional to what changed."""
 
 
-def dump_list(items: Sequence[BaseModel]) -> str:
-    return json.dumps([item.model_dump(mode="json") for item in items])
+def dump_list(items: Sequence[BaseModel], field: str = "tasks or goals") -> str:
+    try:
+        dumped = [item.model_dump(mode="json") for item in items]
+    except PydanticSerializationError as error:
+        raise UnencodableTextError(
+            f"{field} cannot be stored: {error}; send valid Unicode text only; nothing was written"
+        ) from None
+    return storable(json.dumps(dumped, ensure_ascii=False), field)
 
 
 def thread_row(conn: Conn, thread_id: str) -> tuple[Any, ...]:
@@ -57,10 +69,16 @@ def thread_row(conn: Conn, thread_id: str) -> tuple[Any, ...]:
     return tuple(row)
 
 
+DECODE_ERRORS = (ValidationError, ValueError, TypeError, RecursionError)
+"""What decoding a stored value can raise: a read reports each as CorruptRecordError, the
+one error a store documents for a row it cannot decode (RecursionError: JSON nested deeper
+than the parser's stack, which ``json.loads`` does not bound)."""
+
+
 def decode_content(thread_id: str, seq: int, content: str) -> list[Any]:
     try:
         return decode_blocks(content)
-    except (ValidationError, ValueError, TypeError) as error:
+    except DECODE_ERRORS as error:
         raise CorruptRecordError(
             f"message {seq} of thread {thread_id!r} cannot be decoded: {error}"
         ) from error
@@ -82,7 +100,7 @@ def message_from_row(
             created=datetime.fromisoformat(created),
             content=blocks,
         )
-    except (ValidationError, ValueError) as error:
+    except DECODE_ERRORS as error:
         if isinstance(error, CorruptRecordError):
             raise
         raise CorruptRecordError(
@@ -133,7 +151,7 @@ def record_from_row(row: Sequence[Any], *, with_tasks_and_goals: bool) -> AgentT
             continuation_token=encode_token(thread_id, int(revision)),
         )
         return AgentThreadRecord.model_validate(data)
-    except (ValidationError, ValueError) as error:
+    except DECODE_ERRORS as error:
         raise CorruptRecordError(f"thread {thread_id!r} cannot be decoded: {error}") from error
 
 

@@ -17,12 +17,13 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from roboz.threads.content import AgentErrorContent
-from roboz.threads.errors import ThreadBusyError, ThreadNotFoundError
+from roboz.threads.errors import CorruptRecordError, ThreadBusyError, ThreadNotFoundError
 from roboz.threads.record import (
     AgentMessage,
     AgentMessageStatus,
@@ -445,7 +446,8 @@ class RunStoreMixin:
             ).fetchone()
         if row is None:
             raise ThreadNotFoundError(f"no thread {thread_id!r} in {self._where}")
-        return dict(json.loads(row[0]).get("run_context") or {})
+        with _decoding(thread_id, "run context"):
+            return dict(json.loads(row[0]).get("run_context") or {})
 
     def get_tasks_and_goals(
         self, thread_id: str
@@ -457,8 +459,9 @@ class RunStoreMixin:
             ).fetchone()
         if row is None:
             raise ThreadNotFoundError(f"no thread {thread_id!r} in {self._where}")
-        tasks = [AgentTask.model_validate(t) for t in json.loads(row[0] or "[]")]
-        goals = [AgentThreadGoalRecord.model_validate(g) for g in json.loads(row[1] or "[]")]
+        with _decoding(thread_id, "tasks and goals"):
+            tasks = [AgentTask.model_validate(t) for t in json.loads(row[0] or "[]")]
+            goals = [AgentThreadGoalRecord.model_validate(g) for g in json.loads(row[1] or "[]")]
         return tasks, goals
 
     def run_state(self, thread_id: str) -> dict[str, Any]:
@@ -471,3 +474,16 @@ class RunStoreMixin:
         if row is None:
             raise ThreadNotFoundError(f"no thread {thread_id!r} in {self._where}")
         return {"owner": row[0], "pid": row[1]}
+
+
+@contextmanager
+def _decoding(thread_id: str, what: str) -> Iterator[None]:
+    """A stored value that cannot be decoded is a CorruptRecordError, as on every read."""
+    from roboz.threads._rows import DECODE_ERRORS
+
+    try:
+        yield
+    except DECODE_ERRORS as error:
+        raise CorruptRecordError(
+            f"{what} of thread {thread_id!r} cannot be decoded: {error}"
+        ) from error

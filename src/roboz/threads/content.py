@@ -12,9 +12,14 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal, TypeGuard, Union, cast, get_args
 
 from pydantic import AliasChoices, BaseModel, Discriminator, Field, Tag
+from pydantic_core import PydanticSerializationError
 
 from roboz.threads.context import ClientViewingContext
-from roboz.threads.errors import CorruptRecordError, UnmappedContentTypeError
+from roboz.threads.errors import (
+    CorruptRecordError,
+    UnencodableTextError,
+    UnmappedContentTypeError,
+)
 
 
 class AgentContentType(StrEnum):
@@ -243,9 +248,35 @@ def decode_block(
     return model.model_validate_json(payload)
 
 
+def storable(text: str, field: str) -> str:
+    """``text`` if it can be stored (encoded as UTF-8), else UnencodableTextError naming
+    ``field``: the database drivers would raise UnicodeEncodeError mid-transaction."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise UnencodableTextError(
+                f"{field} contains text that cannot be encoded as UTF-8 ({error.reason} at "
+                f"character {error.start}); send valid Unicode text only; nothing was written"
+            ) from None
+    return text
+
+
 def encode_blocks(blocks: list[Any]) -> str:
-    """A message's blocks as one JSON text: a list of ``[content_type, payload]`` pairs."""
-    return json.dumps([encode_block(block) for block in blocks], ensure_ascii=False)
+    """A message's blocks as one JSON text: a list of ``[content_type, payload]`` pairs.
+
+    Text that cannot be stored raises UnencodableTextError naming the block."""
+    pairs: list[tuple[str, str]] = []
+    for index, block in enumerate(blocks):
+        try:
+            content_type, payload = encode_block(block)
+        except PydanticSerializationError as error:  # a lone surrogate in a model's field
+            raise UnencodableTextError(
+                f"content[{index}] ({type(block).__name__}) cannot be stored: {error}; send "
+                "valid Unicode text only; nothing was written"
+            ) from None
+        pairs.append((content_type, storable(payload, f"content[{index}] ({content_type})")))
+    return json.dumps(pairs, ensure_ascii=False)
 
 
 def decode_blocks(text: str) -> list[Any]:

@@ -66,6 +66,34 @@ class AnalysisScope(BaseModel):
 
 
 _LEGACY_MARKER = re.compile(r"\A\s*<ctx>(?P<body>.*)</ctx>\s*\Z", re.DOTALL)
+_MARKER_DEPTH = 64
+"""Deepest nesting a marker's JSON may have; a viewing context needs a few levels. Deeper
+text is not a marker: ``json.loads`` recurses once per level and would raise RecursionError
+while a thread is read."""
+_JSON_STRUCTURE = re.compile(r'\\.|["\[\]{}]', re.DOTALL)
+"""The characters that decide JSON nesting, and escapes (so an escaped quote is skipped)."""
+
+
+def _nests_deeper_than(body: str, limit: int) -> bool:
+    """Whether the arrays and objects of ``body`` (read as JSON) nest deeper than ``limit``.
+
+    Linear, and it stops at the first level too deep. Brackets inside strings do not count.
+    """
+    depth = 0
+    in_string = False
+    for found in _JSON_STRUCTURE.finditer(body):
+        token = found.group()
+        if token == '"':
+            in_string = not in_string
+        elif in_string or token[0] == "\\":
+            continue
+        elif token in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth -= 1
+    return False
 
 
 def parse_legacy_context_marker(text: str) -> ClientViewingContext | None:
@@ -78,8 +106,11 @@ def parse_legacy_context_marker(text: str) -> ClientViewingContext | None:
     match = _LEGACY_MARKER.match(text)
     if match is None:
         return None
+    body = match.group("body")
+    if _nests_deeper_than(body, _MARKER_DEPTH):
+        return None
     try:
-        data = json.loads(match.group("body"))
+        data = json.loads(body)
     except json.JSONDecodeError:
         return None
     if not isinstance(data, dict):

@@ -51,6 +51,11 @@ class CorruptRecordError(ThreadError, ValueError):
     """A stored row could not be decoded; the row itself is left untouched."""
 
 
+class UnencodableTextError(ThreadError, ValueError):
+    """Text that cannot be stored because it is not valid Unicode: a lone surrogate, such as
+    a ``\\ud800`` escape decodes to. The error names the field; nothing was written."""
+
+
 class CompressionError(ThreadError, ValueError):
     """A compressed variant breaks an invariant of the compression tiers."""
 

@@ -188,8 +188,21 @@ class AgentThreadRecord(BaseModel):
         first, so a regenerated turn is never spliced onto its abandoned draft.
         """
         messages = list(self.messages)
-        if delta.reset_from_message_sequence_num is not None:
-            del messages[delta.reset_from_message_sequence_num :]
+        reset = delta.reset_from_message_sequence_num
+        if reset is not None:
+            # Python slicing would read -1 as "the last one" and drop a message silently. A
+            # reset past what the client holds is possible (the rewound messages were created
+            # after its token); the index check below catches a gap.
+            if reset < 0:
+                raise DeltaApplyError(
+                    f"reset_from_message_sequence_num is {reset}; sequence numbers start at 0"
+                )
+            del messages[reset:]
+        negative = [index for index in delta.messages_by_idx if index < 0]
+        if negative:
+            raise DeltaApplyError(
+                f"messages_by_idx has negative index {min(negative)}; sequence numbers start at 0"
+            )
         for index in sorted(delta.messages_by_idx):
             message = delta.messages_by_idx[index]
             if index < len(messages):

@@ -7,7 +7,6 @@ ends, non-UTF-8 bytes and everything else stay byte-identical.
 
 from __future__ import annotations
 
-import itertools
 import os
 from dataclasses import dataclass
 
@@ -54,14 +53,55 @@ def _encode(text: str, what: str) -> bytes:
         ) from None
 
 
-def find_matches(data: bytes, needle: bytes) -> list[int]:
-    """Start offsets of every occurrence of ``needle``, overlapping ones included."""
-    found: list[int] = []
-    start = data.find(needle)
-    while start != -1:
-        found.append(start)
-        start = data.find(needle, start + 1)
-    return found
+def path_problem(path: str) -> str | None:
+    """Why ``path`` cannot name a file, or None.
+
+    A surrogate-escaped name (``os.fsdecode`` of bytes that are not UTF-8) is a file name; a
+    lone surrogate outside that escape range is not, and would fail deep inside ``os``.
+    """
+    if not path:
+        return "path is empty; give the file to patch"
+    if "\x00" in path:
+        return f"path contains a NUL byte (at character {path.index(chr(0))}); no file name can"
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError as error:
+        return f"path is not a file name ({error.reason} at character {error.start})"
+    return None
+
+
+def find_matches(data: bytes, needle: bytes, *, replace_all: bool) -> list[int]:
+    """Start offsets of the non-overlapping occurrences of ``needle`` to replace.
+
+    Without ``replace_all`` the search stops at the second occurrence (two are enough to
+    refuse), so a file of ``a`` and an ``old_string`` of ``a`` cannot make it list every
+    overlapping match, each found by a search as long as the needle. Every search here
+    starts past the previous match or is bounded to twice the needle, so the whole is linear.
+    Raises PatchError when nothing matches, when ``needle`` matches more than once without
+    ``replace_all``, or when occurrences overlap (which of them to replace is ambiguous).
+    """
+    first = data.find(needle)
+    if first == -1:
+        raise PatchError("old_string was not found; copy it exactly from the file")
+    found = [first]
+    while True:
+        start = found[-1]
+        # An occurrence overlapping this one starts within it and ends within one needle
+        # after it, so a bounded search finds it.
+        if data.find(needle, start + 1, start + 2 * len(needle) - 1) != -1:
+            raise PatchError(
+                "old_string matches overlapping places; include more context so it matches "
+                "exactly one"
+            )
+        following = data.find(needle, start + len(needle))
+        if following == -1:
+            return found
+        if not replace_all:
+            raise PatchError(
+                "old_string matches more than one place; include more surrounding context, "
+                "or set replace_all to replace every occurrence"
+            )
+        found.append(following)
 
 
 def replace_bytes(data: bytes, old: bytes, new: bytes, *, replace_all: bool) -> tuple[bytes, int]:
@@ -74,19 +114,7 @@ def replacement_chunks(
     data: bytes, old: bytes, new: bytes, *, replace_all: bool
 ) -> tuple[list[bytes | memoryview], int]:
     """The patched content as pieces (views of ``data`` around each replacement)."""
-    matches = find_matches(data, old)
-    if not matches:
-        raise PatchError("old_string was not found; copy it exactly from the file")
-    if any(b - a < len(old) for a, b in itertools.pairwise(matches)):
-        raise PatchError(
-            f"old_string matches {len(matches)} overlapping places; include more context so "
-            "it matches exactly one"
-        )
-    if len(matches) > 1 and not replace_all:
-        raise PatchError(
-            f"old_string matches {len(matches)} places; include more surrounding context, or "
-            "set replace_all to replace every occurrence"
-        )
+    matches = find_matches(data, old, replace_all=replace_all)
     view = memoryview(data)
     pieces: list[bytes | memoryview] = []
     last = 0
@@ -114,8 +142,9 @@ def apply_patch(
     path = os.fspath(path)
     old = _encode(old_string, "old_string")
     new = _encode(new_string, "new_string")
-    if "\x00" in path or not path:
-        raise AccessError("path must be a non-empty path without NUL bytes")
+    problem = path_problem(path)
+    if problem is not None:
+        raise AccessError(problem)
     guard = CommandGuard(policy, tool=tool, pipe=pipe)
     logical = guard.lexical(Operation.CREATE, path)
     if old:

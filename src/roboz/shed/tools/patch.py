@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from roboz.models import Empty, Message, Str
-from roboz.shed.patch.engine import PatchError
+from roboz.shed.patch.engine import PatchError, path_problem
 from roboz.shed.patch.engine import apply_patch as apply_literal_patch
 from roboz.shed.tools._checked import Accepted, Refused, executor, run_guarded
 from roboz.shed.tools.context import FilesystemContext
@@ -60,8 +60,9 @@ def apply_patch(
                 "nothing was changed",
                 ok=False,
             )
-    if not input.path or "\x00" in input.path:
-        return PatchResult(value="apply_patch: path must be a non-empty path", ok=False)
+    problem = path_problem(input.path)
+    if problem is not None:
+        return PatchResult(value=f"apply_patch: {problem}; nothing was changed", ok=False)
     return PatchRequest(value=f"patch for {input.path} accepted", request=input)
 
 
