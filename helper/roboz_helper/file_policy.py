@@ -223,3 +223,14 @@ def normalize(path: str, base: str) -> str:
     joined = path if path.startswith("/") else posixpath.join(base, path)
     normal = posixpath.normpath(joined)
     return "/" if normal.strip("/") == "" else normal.replace("//", "/")
+
+
+def rules_text(policy: FilePolicy) -> str:
+    """A short human-readable summary (``check-policy``, ``show_agent_info``)."""
+    lines = [f"base: {policy.base}", f"default: {policy.default}"]
+    if policy.precedence != "deny":
+        lines.append(f"precedence: {policy.precedence}")
+    for name in ("allow", "deny", "ask"):
+        for rule in getattr(policy, name):
+            lines.append(f"{name}: {rule.pattern} ({','.join(sorted(rule.operations))})")
+    return "\n".join(lines)

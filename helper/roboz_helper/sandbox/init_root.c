@@ -322,6 +322,82 @@ static int loopback_up(void) {
     return rc < 0 ? fail("bringing lo up") : 0;
 }
 
+/* sandbox/view.py's plan: each entry's path walked like a bind's (no symlink, no "..",
+ * from the sandbox's own root), checked to be the inode the helper resolved, then masked
+ * (a mode-0 empty directory or file of the root tmpfs, read-only) or re-bound read-only
+ * (recursively) or writable (this mount only) over itself. */
+#define MASK_DIR "/run/roboz/.masked-dir"
+#define MASK_FILE "/run/roboz/.masked-file"
+#define MOUNT_ATTR_RDONLY_ 0x1
+#define MOUNT_ATTR_NOSUID_ 0x2
+#define MOUNT_ATTR_NODEV_ 0x4
+#define MOUNT_ATTR_NOEXEC_ 0x8
+int apply_view(const struct view_entry *v, uint32_t n) {
+    if ((mkdir("/run", 0755) < 0 && errno != EEXIST) ||
+        (mkdir("/run/roboz", 0755) < 0 && errno != EEXIST))
+        return fail("/run/roboz");
+    if (mkdir(MASK_DIR, 0) < 0 && errno != EEXIST) return fail(MASK_DIR);
+    int made = open(MASK_FILE, O_CREAT | O_WRONLY | O_CLOEXEC, 0);
+    if (made < 0) return fail(MASK_FILE);
+    close(made);
+    int root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0) return fail("/");
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        int fd = walk(root_fd, v[i].path, "follow", NULL, 0);
+        if (fd < 0) {
+            rc = -1;
+            break;
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0) {
+            rc = fail(v[i].path);
+        } else if ((uint64_t)st.st_dev != v[i].dev || (uint64_t)st.st_ino != v[i].ino) {
+            rc = refuse("file policy: '%s' changed between its check and the run's start%s",
+                        v[i].path, "");
+        } else {
+            int tree;
+            struct mount_attr_arg attr = {MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_, 0, 0, 0};
+            unsigned flags = AT_EMPTY_PATH;
+            if (v[i].kind == VIEW_MASK) {
+                tree = (int)syscall(SYS_open_tree, AT_FDCWD, S_ISDIR(st.st_mode) ? MASK_DIR
+                                                                               : MASK_FILE,
+                                    OPEN_TREE_CLONE | O_CLOEXEC);
+                attr.attr_set |= MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOEXEC_;
+            } else {
+                tree = (int)syscall(SYS_open_tree, fd, "",
+                                    OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH |
+                                        AT_RECURSIVE_FLAG);
+                if (v[i].kind == VIEW_READ_ONLY) {
+                    attr.attr_set |= MOUNT_ATTR_RDONLY_;
+                    flags |= AT_RECURSIVE_FLAG; /* masks and binds below stay, all read-only */
+                } else if (v[i].kind == VIEW_WRITABLE) {
+                    attr.attr_clr = MOUNT_ATTR_RDONLY_;
+                } else {
+                    errno = 0;
+                    if (tree >= 0) close(tree);
+                    close(fd);
+                    rc = fail("file view: unknown entry kind");
+                    break;
+                }
+            }
+            if (tree < 0) {
+                rc = fail("open_tree (file view)");
+            } else {
+                if (syscall(SYS_mount_setattr, tree, "", flags, &attr, sizeof attr) < 0)
+                    rc = fail("mount_setattr (file view)");
+                else if (syscall(SYS_move_mount, tree, "", fd, "",
+                                 MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                    rc = fail(v[i].path);
+                close(tree);
+            }
+        }
+        close(fd);
+    }
+    close(root_fd);
+    return rc;
+}
+
 int prepare_root(const struct root_plan *p) {
     CHECK(unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare");
     if (p->loopback && loopback_up() < 0) return -1;

@@ -1,0 +1,133 @@
+"""A run's file view: what the file policies (the profile's and the client's, composed) make
+of the paths the profile binds, resolved against the tree when the run starts.
+
+The plan is a list of entries that pid 1 applies per request (``apply_view`` in init_root.c,
+where the other mounts are walked), after the profile's binds and before the run exists:
+
+- ``MASK``: a path whose read is not allowed (deny, or ask: nobody can be asked inside a
+  sandbox) gets an empty, read-only, mode-0 directory or file mounted over it. Its contents
+  cannot be read, listed, created or changed, and a mount point cannot be renamed or
+  removed, so the run cannot move it out of the way either. Everything below a masked
+  directory is covered, including what someone creates there later: the mask is over the
+  directory, not over the files that existed.
+- ``READ_ONLY``: a path the run may read but not create in or delete is bound read-only over
+  itself (recursively).
+- ``WRITABLE``: inside a read-only part, a path where every write is allowed is bound
+  writable again (never where the profile's own bind is read-only: a restriction only).
+
+Why masks on matching paths rather than binding only the permitted subtrees: a mask costs
+one mount per match, and the walk descends only into directories where some rule could
+decide differently below (``FileMatcher.verdicts_below``), so the cost grows with the
+matches and the directories on the way to them, not with the tree (a rule on a bare name
+such as ``**/.env`` still has to look into every directory). Binding only permitted
+subtrees would need one mount per sibling of every match. The race a mask leaves is a
+matching *name* created after the walk outside a masked directory (a new ``x/.env``): it
+is visible to a run that started before it existed. Each entry carries the inode the walk
+saw, and pid 1 refuses to start the run if the path is another inode by then (a rename
+racing the start), so a mask never lands on the wrong file.
+
+Files the run itself creates are its own: the view is fixed at the start, so a run may
+create a new file whose name a deny glob matches (the guarded tools would refuse that
+name); it cannot reach any file that existed and was denied.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from roboz_helper.file_policy import FileMatcher, composed_verdict
+
+from .spec import SandboxError
+
+MASK: Final = 1
+READ_ONLY: Final = 2
+WRITABLE: Final = 3
+
+
+@dataclass(frozen=True)
+class ViewEntry:
+    kind: int
+    path: str
+    dev: int
+    ino: int
+
+
+class _Planner:
+    def __init__(self, matchers: Sequence[FileMatcher], roots: frozenset[str]) -> None:
+        self.matchers = matchers
+        self.roots = roots
+        self.entries: list[ViewEntry] = []
+
+    def allowed(self, path: str, operation: str) -> bool:
+        return composed_verdict(self.matchers, path, operation) == "allow"
+
+    def below(self, path: str, operation: str) -> frozenset[str]:
+        found: set[str] = set()
+        for matcher in self.matchers:
+            found |= matcher.verdicts_below(path, operation)
+        return frozenset(found)
+
+    def add(self, kind: int, path: str, st: os.stat_result) -> None:
+        self.entries.append(ViewEntry(kind, path, st.st_dev, st.st_ino))
+
+    def writes_allowed(self, path: str) -> bool:
+        return self.allowed(path, "create") and self.allowed(path, "delete")
+
+    def visit(self, path: str, st: os.stat_result, mount_rw: bool, bind_rw: bool) -> None:
+        """``mount_rw``: whether the mount ``path`` sits in is writable now; ``bind_rw``:
+        whether the profile's own bind is (the most any entry may grant)."""
+        if stat.S_ISLNK(st.st_mode):
+            return  # what it points to is decided where that is
+        if not self.allowed(path, "read"):
+            self.add(MASK, path, st)
+            return
+        own_rw = bind_rw and self.writes_allowed(path)
+        if own_rw != mount_rw:
+            self.add(WRITABLE if own_rw else READ_ONLY, path, st)
+        if not stat.S_ISDIR(st.st_mode):
+            return
+        reads = self.below(path, "read")
+        writes = self.below(path, "create") | self.below(path, "delete")
+        descend = (
+            reads != {"allow"}
+            or (own_rw and writes != {"allow"})
+            or (not own_rw and bind_rw and "allow" in writes)
+        )
+        if not descend:
+            return
+        prefix = path.rstrip("/") + "/"
+        try:
+            with os.scandir(path) as entries:
+                children = [(prefix + entry.name, entry.stat(follow_symlinks=False))
+                            for entry in entries]  # fmt: skip
+        except OSError as exc:
+            raise SandboxError(f"file policy: cannot list {path}: {exc.strerror}") from None
+        for child, child_st in children:
+            if child in self.roots:
+                continue  # a bind of its own, planned as a root
+            self.visit(child, child_st, own_rw, bind_rw)
+
+
+def plan_view(
+    matchers: Sequence[FileMatcher], roots: Sequence[tuple[str, bool]], workdir: str
+) -> tuple[ViewEntry, ...]:
+    """The entries for the profile's binds ``roots`` (path, writable), parents first."""
+    if not matchers:
+        return ()
+    planner = _Planner(matchers, frozenset(path for path, _ in roots))
+    for root, writable in roots:
+        try:
+            st = os.lstat(root)
+        except OSError as exc:
+            raise SandboxError(f"file policy: cannot examine {root}: {exc.strerror}") from None
+        if root == workdir and not planner.allowed(root, "read"):
+            raise SandboxError(
+                f"file policy: reading the workdir {root} itself is not allowed, so nothing "
+                "could run there; allow reading it (e.g. an allow rule for its path)"
+            )
+        planner.visit(root, st, writable, writable)
+    return tuple(planner.entries)

@@ -1,0 +1,180 @@
+"""A run's file view (view.py, apply_view in init_root.c): what a file policy denies is absent
+inside the sandbox, read-only paths are read-only, and only write-allowed paths are writable.
+
+Every attack of issue 25 runs inside a real sandbox (cold and warm, like the rest of the
+suite) and the test checks that the secret's bytes never came out and that nothing on the
+host changed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from roboz_helper.file_policy import FilePolicy, FileRule
+from roboz_helper.sandbox import SandboxError
+
+from tests.sandbox.conftest import RUN_GID, RUN_UID, Sandbox
+
+SECRET = "s3cr3t-api-key"
+
+
+def _project(ws: Path) -> None:
+    (ws / "secrets").mkdir()
+    (ws / "secrets" / "api.key").write_text(SECRET)
+    (ws / "src").mkdir()
+    (ws / "src" / "main.py").write_text("print('hi')\n")
+    (ws / "src" / ".env").write_text(SECRET + "-env")
+    (ws / "docs").mkdir()
+    (ws / "docs" / "guide.md").write_text("guide\n")
+    (ws / "README").write_text("readme\n")
+    for path in [ws, *ws.rglob("*")]:
+        os.chown(path, RUN_UID, RUN_GID)
+
+
+def _policy(ws: Path, **changes: object) -> FilePolicy:
+    fields: dict[str, object] = {
+        "base": str(ws),
+        "default": "deny",
+        "allow": (FileRule(pattern="**"),),
+        "deny": (FileRule(pattern="secrets/**"), FileRule(pattern="**/.env")),
+        "ask": (),
+    }
+    fields.update(changes)
+    return FilePolicy(**fields)  # type: ignore[arg-type]
+
+
+def _snapshot(ws: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(ws)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(ws.rglob("*"))
+    }
+
+
+@pytest.fixture
+def project(sandbox: Sandbox) -> Sandbox:
+    _project(sandbox.workspace)
+    return sandbox
+
+
+def test_without_a_file_policy_the_secret_is_readable(project: Sandbox) -> None:
+    # The issue's starting point, so the tests below prove something.
+    result = project.exec("/usr/bin/cat", "secrets/api.key")
+    assert result.outcome.status == "success", result
+    assert SECRET in result.out
+
+
+ATTACKS = {
+    "relative": "cat secrets/api.key",
+    "absolute": "cat {ws}/secrets/api.key",
+    "wc": "/usr/bin/wc -c secrets/api.key",
+    "dotdot": "cat src/../secrets/api.key",
+    "symlink_in_tmp": "ln -s {ws}/secrets/api.key /tmp/k && cat /tmp/k",
+    "symlink_in_ws": "ln -s ../secrets/api.key src/k && cat src/k",
+    "hardlink": "ln {ws}/secrets/api.key /tmp/h && cat /tmp/h",
+    "grep_r": "grep -r s3cr3t .",
+    "find_exec": "find . -type f -exec cat {{}} +",
+    "proc_root": "cat /proc/self/root{ws}/secrets/api.key",
+    "proc_cwd": "cat /proc/self/cwd/secrets/api.key",
+    "ls": "ls -la secrets",
+    "env_by_name": "cat src/.env",
+    "tar": "tar cf - . | cat",
+    "mv_mask_away": "mv secrets /tmp/x; cat /tmp/x/api.key",
+    "rename_parent": "mkdir -p a && mv secrets a/; cat a/secrets/api.key",
+    "umount": "umount secrets; cat secrets/api.key",
+    "mount_over": "mount --bind src secrets; cat secrets/api.key",
+    "python_opendir": (
+        "python3 -c \"import os; fd=os.open('.', os.O_RDONLY); "
+        "print(open(os.open('secrets/api.key', os.O_RDONLY, dir_fd=fd)).read())\""
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_a_denied_secret_is_absent_whatever_the_path(project: Sandbox, name: str) -> None:
+    ws = project.workspace
+    before = _snapshot(ws)
+    command = ATTACKS[name].format(ws=ws)
+    result = project.exec("/bin/sh", "-c", command, file_policies=(_policy(ws),))
+    assert SECRET not in result.out and SECRET not in result.err, result
+    assert result.outcome.diagnostic == "" or "file policy" not in result.outcome.diagnostic
+    after = _snapshot(ws)
+    # The run may have made its own files (a/, src/k); the secret and everything that
+    # existed are unchanged.
+    assert {k: v for k, v in after.items() if k in before} == before, name
+
+
+def test_reads_writes_and_listing_of_allowed_paths_still_work(project: Sandbox) -> None:
+    ws = project.workspace
+    result = project.exec(
+        "/bin/sh",
+        "-c",
+        "cat src/main.py && ls && echo made > new.txt && cat new.txt && ls secrets; echo rc=$?",
+        file_policies=(_policy(ws),),
+    )
+    assert result.outcome.status == "success", result
+    assert "print('hi')" in result.out and "made" in result.out
+    assert "rc=2" in result.out  # ls of the masked directory: permission denied
+    assert (ws / "new.txt").read_text() == "made\n"
+
+
+def test_read_only_paths_are_read_only_and_writable_ones_writable(project: Sandbox) -> None:
+    ws = project.workspace
+    policy = _policy(
+        ws,
+        deny=(FileRule(pattern="secrets/**"),
+              FileRule(pattern="docs/**", operations=("create", "delete"))),
+    )  # fmt: skip
+    result = project.exec(
+        "/bin/sh",
+        "-c",
+        "cat docs/guide.md; echo x >> docs/guide.md; echo w1=$?; rm docs/guide.md; echo w2=$?;"
+        " touch docs/new; echo w3=$?; mv docs gone; echo w4=$?; echo ok > src/out; echo w5=$?",
+        file_policies=(policy,),
+    )
+    assert result.outcome.status == "success", result
+    assert "guide" in result.out
+    for write in ("w1", "w2", "w3", "w4"):
+        assert f"{write}=0" not in result.out and f"{write}=" in result.out, result
+    assert "w5=0" in result.out
+    assert (ws / "docs" / "guide.md").read_text() == "guide\n"
+    assert not (ws / "docs" / "new").exists() and not (ws / "gone").exists()
+
+
+def test_default_deny_of_writes_makes_the_workdir_read_only_but_allowed_subtrees(
+    project: Sandbox,
+) -> None:
+    ws = project.workspace
+    policy = FilePolicy(
+        base=str(ws),
+        default="deny",
+        allow=(FileRule(pattern="**", operations=("read",)), FileRule(pattern="src/**")),
+    )
+    result = project.exec(
+        "/bin/sh",
+        "-c",
+        "touch top; echo t=$?; touch src/inner; echo i=$?; rm README; echo r=$?",
+        file_policies=(policy,),
+    )
+    assert "t=0" not in result.out and "i=0" in result.out and "r=0" not in result.out, result
+    assert not (ws / "top").exists() and (ws / "src" / "inner").exists()
+    assert (ws / "README").exists()
+
+
+def test_a_policy_that_denies_the_workdir_refuses_the_run(project: Sandbox) -> None:
+    ws = project.workspace
+    policy = FilePolicy(base=str(ws), default="deny", allow=(FileRule(pattern="src/**"),))
+    with pytest.raises(SandboxError, match="reading the workdir .* is not allowed"):
+        project.exec("/usr/bin/cat", "secrets/api.key", file_policies=(policy,))
+
+
+def test_two_policies_compose_to_the_narrower(project: Sandbox) -> None:
+    ws = project.workspace
+    operator = _policy(ws, deny=(FileRule(pattern="docs/**"),))
+    client = FilePolicy(base=str(ws), default="allow")  # tries to allow everything
+    result = project.exec(
+        "/bin/sh", "-c", "cat docs/guide.md; cat secrets/api.key", file_policies=(operator, client)
+    )
+    assert "guide" not in result.out, result
+    assert SECRET in result.out  # the operator did not deny it, and the client allows all
