@@ -178,3 +178,100 @@ def test_two_policies_compose_to_the_narrower(project: Sandbox) -> None:
     )
     assert "guide" not in result.out, result
     assert SECRET in result.out  # the operator did not deny it, and the client allows all
+
+
+def _race_after_planning(monkeypatch: pytest.MonkeyPatch, race: object) -> None:
+    """Run ``race`` right after the helper resolved the view and before pid 1 applies it:
+    the window a concurrent rename would have to hit."""
+    from roboz_helper.sandbox import SandboxSpec, mounts
+
+    real = mounts.plan_mounts
+
+    def plan_then_race(spec: SandboxSpec, script: bytes | None) -> mounts.MountPlan:
+        planned = real(spec, script)
+        if spec.argv != ["/bin/true"]:  # not the warm-up run of the warm variant
+            race()  # type: ignore[operator]
+        return planned
+
+    monkeypatch.setattr(mounts, "plan_mounts", plan_then_race)
+
+
+def test_a_rename_racing_the_start_fails_the_run_instead_of_exposing_it(
+    project: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = project.workspace
+
+    def swap() -> None:  # the secret moves to an allowed name, a decoy takes its place
+        (ws / "secrets").rename(ws / "public")
+        (ws / "secrets").mkdir()
+
+    _race_after_planning(monkeypatch, swap)
+    result = project.exec("/usr/bin/cat", "public/api.key", file_policies=(_policy(ws),))
+    assert result.outcome.status == "failed", result
+    assert "changed between its check and the run's start" in result.outcome.diagnostic
+    assert SECRET not in result.out and result.outcome.exit_code != 0
+
+
+def test_a_denied_path_gone_at_the_start_fails_the_run(
+    project: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = project.workspace
+    _race_after_planning(monkeypatch, lambda: (ws / "secrets").rename(ws / "public"))
+    result = project.exec("/usr/bin/cat", "public/api.key", file_policies=(_policy(ws),))
+    assert result.outcome.status == "failed", result
+    assert SECRET not in result.out
+
+
+def test_a_symlink_swapped_in_for_a_denied_path_fails_the_run(
+    project: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws = project.workspace
+
+    def swap() -> None:
+        (ws / "secrets").rename(ws / "public")
+        (ws / "secrets").symlink_to("src")
+
+    _race_after_planning(monkeypatch, swap)
+    result = project.exec("/usr/bin/cat", "public/api.key", file_policies=(_policy(ws),))
+    assert result.outcome.status == "failed", result
+    assert "symlink" in result.outcome.diagnostic and SECRET not in result.out
+
+
+def test_what_others_create_in_a_masked_directory_during_the_run_stays_hidden(
+    project: Sandbox,
+) -> None:
+    # The mask is over the directory: a file the host (someone else) adds there while the run
+    # is going is behind it too. The script waits until the file exists on the host.
+    ws = project.workspace
+    marker = ws / "src" / "go"
+    script = f"""
+        import os, time, pathlib
+        pathlib.Path("{marker}").write_text("x")
+        for _ in range(2000):
+            if os.path.exists("{ws}/ready"):
+                break
+            time.sleep(0.005)
+        for path in ("secrets/late.key", "{ws}/secrets/late.key"):
+            try:
+                print(open(path).read())
+            except OSError as exc:
+                print("denied", exc.errno)
+    """
+    import threading
+
+    def plant() -> None:
+        for _ in range(4000):
+            if marker.exists():
+                break
+            threading.Event().wait(0.005)
+        (ws / "secrets" / "late.key").write_text(SECRET + "-late")
+        (ws / "ready").write_text("")
+
+    planter = threading.Thread(target=plant)
+    planter.start()
+    try:
+        result = project.py(script, file_policies=(_policy(ws),))
+    finally:
+        planter.join()
+    assert result.outcome.status == "success", result
+    assert SECRET not in result.out and result.out.count("denied") == 2, result
