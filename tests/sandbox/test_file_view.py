@@ -162,11 +162,32 @@ def test_default_deny_of_writes_makes_the_workdir_read_only_but_allowed_subtrees
     assert (ws / "README").exists()
 
 
-def test_a_policy_that_denies_the_workdir_refuses_the_run(project: Sandbox) -> None:
+def test_a_policy_that_denies_the_whole_workdir_refuses_the_run(project: Sandbox) -> None:
+    ws = project.workspace
+    policy = FilePolicy(base=str(ws), default="deny", allow=(FileRule(pattern="/elsewhere/**"),))
+    with pytest.raises(SandboxError, match="nothing in the workdir .* may be read"):
+        project.exec("/usr/bin/cat", "secrets/api.key", file_policies=(policy,))
+
+
+def test_an_unlistable_workdir_shows_only_its_allowed_parts(project: Sandbox) -> None:
+    # default deny, only src/ allowed: the workdir cannot be listed, secrets/ and the rest
+    # are absent (not even their names), src/ works, writes outside src/ fail.
     ws = project.workspace
     policy = FilePolicy(base=str(ws), default="deny", allow=(FileRule(pattern="src/**"),))
-    with pytest.raises(SandboxError, match="reading the workdir .* is not allowed"):
-        project.exec("/usr/bin/cat", "secrets/api.key", file_policies=(policy,))
+    result = project.exec(
+        "/bin/sh",
+        "-c",
+        "ls; echo l=$?; cat src/main.py; ls src; cat secrets/api.key; echo s=$?; "
+        "ls -d secrets README; echo n=$?; echo x > src/new; echo w=$?; touch top; echo t=$?",
+        file_policies=(policy,),
+    )
+    assert result.outcome.status == "success", result
+    out = result.out
+    assert "l=0" not in out and "print('hi')" in out and "main.py" in out, result
+    assert SECRET not in out and "s=0" not in out and "n=0" not in out, result
+    assert "No such file" in result.err  # absent, not just unreadable
+    assert "w=0" in out and "t=0" not in out, result
+    assert (ws / "src" / "new").read_text() == "x\n" and not (ws / "top").exists()
 
 
 def test_two_policies_compose_to_the_narrower(project: Sandbox) -> None:

@@ -75,6 +75,8 @@ int prepare_root(const struct root_plan *plan);
 #define VIEW_MASK 1
 #define VIEW_READ_ONLY 2
 #define VIEW_WRITABLE 3
+#define VIEW_SKELETON 4       /* a directory that may not be read: replaced by an empty, */
+#define VIEW_SKELETON_CHILD 5 /* mode-0711 one holding only its allowed children */
 struct view_entry {
     uint32_t kind;
     char *path;

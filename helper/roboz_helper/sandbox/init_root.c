@@ -332,6 +332,93 @@ static int loopback_up(void) {
 #define MOUNT_ATTR_NOSUID_ 0x2
 #define MOUNT_ATTR_NODEV_ 0x4
 #define MOUNT_ATTR_NOEXEC_ 0x8
+/* An entry's path, walked from the sandbox's root; the inode the helper resolved, or fail. */
+static int view_open(int root_fd, const struct view_entry *e) {
+    int fd = walk(root_fd, e->path, "follow", NULL, 0);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return fail(e->path);
+    }
+    if ((uint64_t)st.st_dev != e->dev || (uint64_t)st.st_ino != e->ino) {
+        close(fd);
+        return refuse("file policy: '%s' changed between its check and the run's start%s",
+                      e->path, "");
+    }
+    return fd;
+}
+
+/* ``dir`` (fd) becomes an empty read-only directory, mode 0711 (enter, not list), holding
+ * only the ``k`` children that follow ``e``: each cloned from where it is before the
+ * skeleton covers it, then attached at its own name inside the skeleton. */
+static int skeleton(int root_fd, int dir, const struct view_entry *e, uint32_t k) {
+    static unsigned serial;
+    int *trees = calloc(k + 1, sizeof *trees);
+    if (!trees) return fail("calloc");
+    int rc = 0;
+    uint32_t made = 0;
+    for (; rc == 0 && made < k; made++) {
+        int cfd = view_open(root_fd, &e[1 + made]);
+        if (cfd < 0) {
+            rc = -1;
+            break;
+        }
+        trees[made] = (int)syscall(SYS_open_tree, cfd, "",
+                                   OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE_FLAG);
+        close(cfd);
+        if (trees[made] < 0) rc = fail("open_tree (file view)");
+    }
+    char skel[64];
+    snprintf(skel, sizeof skel, "/run/roboz/.skeleton-%u", serial++);
+    if (rc == 0 && mkdir(skel, 0711) < 0) rc = fail(skel);
+    int sfd = rc == 0 ? open(skel, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (rc == 0 && sfd < 0) rc = fail(skel);
+    for (uint32_t j = 0; rc == 0 && j < k; j++) {
+        const char *name = strrchr(e[1 + j].path, '/');
+        name = name ? name + 1 : e[1 + j].path;
+        struct stat st;
+        if (fstat(trees[j], &st) < 0) {
+            rc = fail(e[1 + j].path);
+        } else if (S_ISDIR(st.st_mode)) {
+            if (mkdirat(sfd, name, 0) < 0) rc = fail(e[1 + j].path);
+        } else {
+            int f = openat(sfd, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0);
+            if (f < 0) rc = fail(e[1 + j].path);
+            else close(f);
+        }
+    }
+    if (sfd >= 0) close(sfd);
+    if (rc == 0) {
+        int tree = (int)syscall(SYS_open_tree, AT_FDCWD, skel, OPEN_TREE_CLONE | O_CLOEXEC);
+        struct mount_attr_arg attr = {
+            MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_ | MOUNT_ATTR_NOEXEC_, 0,
+            0, 0};
+        if (tree < 0)
+            rc = fail("open_tree (file view)");
+        else if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0 ||
+                 syscall(SYS_move_mount, tree, "", dir, "",
+                         MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+            rc = fail(e->path);
+        if (tree >= 0) close(tree);
+    }
+    for (uint32_t j = 0; rc == 0 && j < k; j++) {
+        int target = walk(root_fd, e[1 + j].path, "mount over", NULL, 0);
+        if (target < 0) {
+            rc = -1;
+        } else {
+            if (syscall(SYS_move_mount, trees[j], "", target, "",
+                        MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                rc = fail(e[1 + j].path);
+            close(target);
+        }
+    }
+    for (uint32_t j = 0; j < made; j++)
+        if (trees[j] >= 0) close(trees[j]);
+    free(trees);
+    return rc;
+}
+
 int apply_view(const struct view_entry *v, uint32_t n) {
     if ((mkdir("/run", 0755) < 0 && errno != EEXIST) ||
         (mkdir("/run/roboz", 0755) < 0 && errno != EEXIST))
@@ -344,53 +431,56 @@ int apply_view(const struct view_entry *v, uint32_t n) {
     if (root_fd < 0) return fail("/");
     int rc = 0;
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
-        int fd = walk(root_fd, v[i].path, "follow", NULL, 0);
+        int fd = view_open(root_fd, &v[i]);
         if (fd < 0) {
             rc = -1;
             break;
         }
-        struct stat st;
-        if (fstat(fd, &st) < 0) {
-            rc = fail(v[i].path);
-        } else if ((uint64_t)st.st_dev != v[i].dev || (uint64_t)st.st_ino != v[i].ino) {
-            rc = refuse("file policy: '%s' changed between its check and the run's start%s",
-                        v[i].path, "");
+        if (v[i].kind == VIEW_SKELETON) {
+            uint32_t k = 0;
+            while (i + 1 + k < n && v[i + 1 + k].kind == VIEW_SKELETON_CHILD) k++;
+            rc = skeleton(root_fd, fd, &v[i], k);
+            i += k;
+            close(fd);
+            continue;
+        }
+        int tree;
+        struct mount_attr_arg attr = {MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_, 0, 0, 0};
+        unsigned flags = AT_EMPTY_PATH;
+        if (v[i].kind == VIEW_MASK) {
+            struct stat st;
+            if (fstat(fd, &st) < 0) {
+                close(fd);
+                rc = fail(v[i].path);
+                break;
+            }
+            tree = (int)syscall(SYS_open_tree, AT_FDCWD, S_ISDIR(st.st_mode) ? MASK_DIR : MASK_FILE,
+                                OPEN_TREE_CLONE | O_CLOEXEC);
+            attr.attr_set |= MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOEXEC_;
+        } else if (v[i].kind == VIEW_READ_ONLY || v[i].kind == VIEW_WRITABLE) {
+            tree = (int)syscall(SYS_open_tree, fd, "",
+                                OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE_FLAG);
+            if (v[i].kind == VIEW_READ_ONLY) {
+                attr.attr_set |= MOUNT_ATTR_RDONLY_;
+                flags |= AT_RECURSIVE_FLAG; /* masks and binds below stay, all read-only */
+            } else {
+                attr.attr_clr = MOUNT_ATTR_RDONLY_;
+            }
         } else {
-            int tree;
-            struct mount_attr_arg attr = {MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_, 0, 0, 0};
-            unsigned flags = AT_EMPTY_PATH;
-            if (v[i].kind == VIEW_MASK) {
-                tree = (int)syscall(SYS_open_tree, AT_FDCWD, S_ISDIR(st.st_mode) ? MASK_DIR
-                                                                               : MASK_FILE,
-                                    OPEN_TREE_CLONE | O_CLOEXEC);
-                attr.attr_set |= MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOEXEC_;
-            } else {
-                tree = (int)syscall(SYS_open_tree, fd, "",
-                                    OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH |
-                                        AT_RECURSIVE_FLAG);
-                if (v[i].kind == VIEW_READ_ONLY) {
-                    attr.attr_set |= MOUNT_ATTR_RDONLY_;
-                    flags |= AT_RECURSIVE_FLAG; /* masks and binds below stay, all read-only */
-                } else if (v[i].kind == VIEW_WRITABLE) {
-                    attr.attr_clr = MOUNT_ATTR_RDONLY_;
-                } else {
-                    errno = 0;
-                    if (tree >= 0) close(tree);
-                    close(fd);
-                    rc = fail("file view: unknown entry kind");
-                    break;
-                }
-            }
-            if (tree < 0) {
-                rc = fail("open_tree (file view)");
-            } else {
-                if (syscall(SYS_mount_setattr, tree, "", flags, &attr, sizeof attr) < 0)
-                    rc = fail("mount_setattr (file view)");
-                else if (syscall(SYS_move_mount, tree, "", fd, "",
-                                 MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-                    rc = fail(v[i].path);
-                close(tree);
-            }
+            close(fd);
+            errno = 0;
+            rc = fail("file view: unexpected entry kind");
+            break;
+        }
+        if (tree < 0) {
+            rc = fail("open_tree (file view)");
+        } else {
+            if (syscall(SYS_mount_setattr, tree, "", flags, &attr, sizeof attr) < 0)
+                rc = fail("mount_setattr (file view)");
+            else if (syscall(SYS_move_mount, tree, "", fd, "",
+                             MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                rc = fail(v[i].path);
+            close(tree);
         }
         close(fd);
     }

@@ -46,6 +46,8 @@ from .spec import SandboxError
 MASK: Final = 1
 READ_ONLY: Final = 2
 WRITABLE: Final = 3
+SKELETON: Final = 4
+SKELETON_CHILD: Final = 5
 
 
 @dataclass(frozen=True)
@@ -77,13 +79,45 @@ class _Planner:
     def writes_allowed(self, path: str) -> bool:
         return self.allowed(path, "create") and self.allowed(path, "delete")
 
+    def children(self, path: str) -> list[tuple[str, os.stat_result]]:
+        prefix = path.rstrip("/") + "/"
+        try:
+            with os.scandir(path) as entries:
+                found = [(prefix + entry.name, entry.stat(follow_symlinks=False))
+                         for entry in entries]  # fmt: skip
+        except OSError as exc:
+            raise SandboxError(f"file policy: cannot list {path}: {exc.strerror}") from None
+        return [(child, st) for child, st in found if child not in self.roots]
+
+    def skeleton(self, path: str, st: os.stat_result, mount_rw: bool, bind_rw: bool) -> None:
+        """A directory that may not be listed but has allowed paths below: an empty,
+        read-only, enter-only directory over it holding only the children that are (or
+        lead to) allowed paths; every other child is absent, not even its name shows."""
+        kept = [
+            (child, child_st)
+            for child, child_st in self.children(path)
+            if not stat.S_ISLNK(child_st.st_mode)
+            and (
+                self.allowed(child, "read")
+                or (stat.S_ISDIR(child_st.st_mode) and "allow" in self.below(child, "read"))
+            )
+        ]
+        self.add(SKELETON, path, st)
+        for child, child_st in kept:
+            self.add(SKELETON_CHILD, child, child_st)
+        for child, child_st in kept:
+            self.visit(child, child_st, mount_rw, bind_rw)
+
     def visit(self, path: str, st: os.stat_result, mount_rw: bool, bind_rw: bool) -> None:
         """``mount_rw``: whether the mount ``path`` sits in is writable now; ``bind_rw``:
         whether the profile's own bind is (the most any entry may grant)."""
         if stat.S_ISLNK(st.st_mode):
             return  # what it points to is decided where that is
         if not self.allowed(path, "read"):
-            self.add(MASK, path, st)
+            if stat.S_ISDIR(st.st_mode) and "allow" in self.below(path, "read"):
+                self.skeleton(path, st, mount_rw, bind_rw)
+            else:
+                self.add(MASK, path, st)
             return
         own_rw = bind_rw and self.writes_allowed(path)
         if own_rw != mount_rw:
@@ -99,16 +133,7 @@ class _Planner:
         )
         if not descend:
             return
-        prefix = path.rstrip("/") + "/"
-        try:
-            with os.scandir(path) as entries:
-                children = [(prefix + entry.name, entry.stat(follow_symlinks=False))
-                            for entry in entries]  # fmt: skip
-        except OSError as exc:
-            raise SandboxError(f"file policy: cannot list {path}: {exc.strerror}") from None
-        for child, child_st in children:
-            if child in self.roots:
-                continue  # a bind of its own, planned as a root
+        for child, child_st in self.children(path):  # other roots: planned as their own
             self.visit(child, child_st, own_rw, bind_rw)
 
 
@@ -124,10 +149,14 @@ def plan_view(
             st = os.lstat(root)
         except OSError as exc:
             raise SandboxError(f"file policy: cannot examine {root}: {exc.strerror}") from None
-        if root == workdir and not planner.allowed(root, "read"):
+        if (
+            root == workdir
+            and not planner.allowed(root, "read")
+            and "allow" not in planner.below(root, "read")
+        ):
             raise SandboxError(
-                f"file policy: reading the workdir {root} itself is not allowed, so nothing "
-                "could run there; allow reading it (e.g. an allow rule for its path)"
+                f"file policy: nothing in the workdir {root} may be read, so nothing could "
+                "run there; allow reading it or a part of it"
             )
         planner.visit(root, st, writable, writable)
     return tuple(planner.entries)
