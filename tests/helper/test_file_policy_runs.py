@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -213,3 +214,37 @@ def test_a_version_1_request_decoder_refuses_the_restriction() -> None:
     )[protocol.HEADER.size :]
     with pytest.raises(msgspec.ValidationError, match="unknown field `file_policy`"):
         msgspec.msgpack.decode(body, type=OldExec)
+
+
+def _check_policy(policy: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "roboz_helper", "check-policy", str(policy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_check_policy_shows_the_profiles_file_policy_and_names_bad_fields(
+    needs_root: None,
+) -> None:
+    base, _, policy = own_daemon_files("roboz-helper-fpcheck-")
+    try:
+        files = base / "files.toml"
+        files.write_text(f'base = "{base}/work"\n[[deny]]\npattern = "secrets/**"\n')
+        policy.write_text(
+            policy.read_text().replace(
+                "[profiles.test]\n", f'[profiles.test]\nfile_policy = "{files}"\n'
+            )
+        )
+        ok = _check_policy(policy)
+        assert ok.returncode == 0, ok.stderr
+        assert f"profiles.test.file_policy: {files}" in ok.stdout
+        assert "deny: secrets/** (create,delete,read)" in ok.stdout
+        files.write_text(f'base = "{base}/work"\n[[ask]]\npattern = "**a"\n')
+        bad = _check_policy(policy)
+        assert bad.returncode == 2
+        assert f"profiles.test.file_policy: {files}: ask[0].pattern:" in bad.stderr
+        assert "Traceback" not in bad.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
