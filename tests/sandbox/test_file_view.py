@@ -296,3 +296,24 @@ def test_what_others_create_in_a_masked_directory_during_the_run_stays_hidden(
         planter.join()
     assert result.outcome.status == "success", result
     assert SECRET not in result.out and result.out.count("denied") == 2, result
+
+
+def test_a_file_system_refusal_is_reported_as_one_not_as_seccomp(sandbox: Sandbox) -> None:
+    # The workdir belongs to root: the run's user cannot write there. That is the file
+    # system's answer (EACCES), and the diagnostic says so, without the seccomp note.
+    os.chown(sandbox.workspace, 0, 0)
+    os.chmod(sandbox.workspace, 0o755)
+    result = sandbox.exec("/bin/sh", "-c", "echo x > made.txt")
+    assert result.outcome.status == "failed", result
+    assert "permission denied by the file system" in result.outcome.diagnostic
+    assert "run_as_user" in result.outcome.diagnostic
+    assert "seccomp" not in result.outcome.diagnostic
+    assert not (sandbox.workspace / "made.txt").exists()
+
+
+def test_the_seccomp_note_comes_only_with_eperm(sandbox: Sandbox) -> None:
+    eperm = sandbox.exec("/usr/bin/unshare", "-U", "/bin/true")
+    assert eperm.outcome.status == "failed", eperm
+    assert "seccomp filter" in eperm.outcome.diagnostic
+    plain = sandbox.exec("/bin/sh", "-c", "exit 3")
+    assert plain.outcome.diagnostic == "exited with status 3"
