@@ -10,11 +10,11 @@ from __future__ import annotations
 import codecs
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from pydantic import Field
-from roboz_helper.file_policy import FilePolicy
+from roboz_helper.file_policy import FilePolicy, rules_text
 
 from roboz.agent.drivers import drive
 from roboz.models import Empty, Message, Str
@@ -205,13 +205,27 @@ def get_run_shell_script(
     its first ``max_live_chars`` characters of output are emitted as ToolOutput events. With
     ``file_policy`` (the agent's guarded-files policy) what it denies is absent in every run.
     """
-    return _run_shell_script(
-        shell_script_context(
-            client_or_socket_path,
-            max_output_chars=max_output_chars,
-            max_live_chars=max_live_chars,
-            file_policy=file_policy,
-        )
+    context = shell_script_context(
+        client_or_socket_path,
+        max_output_chars=max_output_chars,
+        max_live_chars=max_live_chars,
+        file_policy=file_policy,
+    )
+    built = _run_shell_script(context)
+    narrowing = context.client.file_policy
+    if narrowing is None:
+        return built
+    # The composed view, where the LLM and show_agent_info both read it: the file policy the
+    # guarded file tools enforce is the one every run is narrowed by.
+    return replace(built, instruction=built.instruction + _policy_note(narrowing))
+
+
+def _policy_note(policy: FilePolicy) -> str:
+    rules = rules_text(policy).replace("\n", "\n    ")
+    return (
+        "\n\nEvery run sees the files through your file policy (the same one your file "
+        "tools obey, narrowed further by the helper's own): what it denies is absent inside "
+        "the run, what it does not let you write is read-only.\n    " + rules
     )
 
 
