@@ -189,20 +189,24 @@ class FileMatcher:
 
     def verdicts_below(self, directory: str, operation: str) -> frozenset[Verdict]:
         """Every verdict some strict descendant of ``directory`` could get (an over-estimate;
-        ``{"allow"}`` means the whole subtree is allowed)."""
+        ``{"allow"}`` means the whole subtree is allowed). A rule that covers the whole
+        subtree decides it unless a rule of higher precedence matches, so rules of lower
+        precedence than the best covering one cannot win there and are left out."""
         parts = components(directory)
-        found: set[Verdict] = set()
-        covered = False
+        rank = {verdict: index for index, verdict in enumerate(self.order)}
+        reaching: list[Verdict] = []
+        floor: Verdict | None = None
         for rule in self.rules:
-            if operation not in rule.operations:
+            if operation not in rule.operations or not may_match_below(rule.parts, parts):
                 continue
-            if may_match_below(rule.parts, parts):
-                found.add(rule.verdict)
-            if not covered and covers_all_below(rule.parts, parts):
-                covered = True
-        if not covered:
-            found.add(self.default)
-        return frozenset(found)
+            reaching.append(rule.verdict)
+            if covers_all_below(rule.parts, parts) and (
+                floor is None or rank[rule.verdict] < rank[floor]
+            ):
+                floor = rule.verdict
+        if floor is None:
+            return frozenset([*reaching, self.default])
+        return frozenset([floor, *(v for v in reaching if rank[v] < rank[floor])])
 
 
 def strictest(verdicts: Iterable[Verdict]) -> Verdict:

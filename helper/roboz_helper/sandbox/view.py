@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from roboz_helper.file_patterns import GLOBSTAR, components, covers_all_below, may_match_below
 from roboz_helper.file_policy import FileMatcher, composed_verdict
 
 from .spec import SandboxError
@@ -78,6 +79,36 @@ class _Planner:
 
     def writes_allowed(self, path: str) -> bool:
         return self.allowed(path, "create") and self.allowed(path, "delete")
+
+    def named_children(self, path: str) -> set[str] | None:
+        """The only child names a rule can tell apart below ``path``, when every rule that
+        reaches below it without covering all of it names its next component literally
+        (``secrets/**`` names ``secrets``); None when one has a wildcard there (``*.key``,
+        ``**/.env``), so the directory must be listed. This is what keeps the walk
+        proportional to the matches: an anchored rule costs a lookup, not a listing."""
+        parts = components(path)
+        depth = len(parts)
+        names: set[str] = set()
+        for matcher in self.matchers:
+            for rule in matcher.rules:
+                pattern = rule.parts
+                if not may_match_below(pattern, parts) or covers_all_below(pattern, parts):
+                    continue
+                if len(pattern) <= depth or GLOBSTAR in pattern[:depth] or "*" in pattern[depth]:
+                    return None
+                names.add(pattern[depth])
+        return names
+
+    def needs_nothing(self, path: str, mount_rw: bool, bind_rw: bool) -> bool:
+        """Whether ``path`` (taken as a directory, the worst case) would get no entry and no
+        descent: readable, in the mode of its mount, uniform below."""
+        if not self.allowed(path, "read") or (bind_rw and self.writes_allowed(path)) != mount_rw:
+            return False
+        reads = self.below(path, "read")
+        writes = self.below(path, "create") | self.below(path, "delete")
+        return reads == {"allow"} and (
+            writes == {"allow"} if mount_rw else not (bind_rw and "allow" in writes)
+        )
 
     def children(self, path: str) -> list[tuple[str, os.stat_result]]:
         prefix = path.rstrip("/") + "/"
@@ -132,6 +163,24 @@ class _Planner:
             or (not own_rw and bind_rw and "allow" in writes)
         )
         if not descend:
+            return
+        prefix = path.rstrip("/") + "/"
+        names = self.named_children(path)
+        # A name no rule spells (NUL is in no file name) stands for every unnamed child.
+        if names is not None and self.needs_nothing(prefix + "\0", own_rw, bind_rw):
+            for name in sorted(names):
+                child = prefix + name
+                if child in self.roots:
+                    continue
+                try:
+                    child_st = os.lstat(child)
+                except FileNotFoundError:
+                    continue
+                except OSError as exc:
+                    raise SandboxError(
+                        f"file policy: cannot examine {child}: {exc.strerror}"
+                    ) from None
+                self.visit(child, child_st, own_rw, bind_rw)
             return
         for child, child_st in self.children(path):  # other roots: planned as their own
             self.visit(child, child_st, own_rw, bind_rw)
