@@ -55,7 +55,7 @@ def make_project(root: Path, files: int, per_package_secret: bool = False) -> No
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"s")
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirs, _files in os.walk(root):
         os.chown(dirpath, RUN_UID, RUN_UID)
 
 
