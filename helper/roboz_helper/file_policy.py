@@ -36,6 +36,7 @@ from typing import Final, Literal
 import msgspec
 
 from roboz_helper.file_patterns import (
+    GLOBSTAR,
     absolute_pattern,
     components,
     covers_all_below,
@@ -172,6 +173,8 @@ class FileMatcher:
                 if patterns:
                     alternatives.append(f"(?P<{verdict}>{'|'.join(patterns)})")
             self.matchers[operation] = re.compile("|".join(alternatives) or "(?!)", re.DOTALL)
+        self._below: dict[tuple[str, str], frozenset[Verdict]] = {}
+        self._named: dict[str, frozenset[str] | None] = {}
         self.rules: tuple[CompiledRule, ...] = tuple(
             CompiledRule(verdict, frozenset(rule.operations),
                          components(absolute_pattern(rule.pattern, self.base)))
@@ -187,11 +190,57 @@ class FileMatcher:
         group = match.lastgroup
         return "allow" if group == "allow" else "deny" if group == "deny" else "ask"
 
+    @classmethod
+    def of(cls, policy: FilePolicy) -> FileMatcher:
+        """The compiled matcher of ``policy``, shared by every run that sends the same one
+        (an agent sends its policy with each run): compiling and the per-directory answers
+        below are then paid once, not per run."""
+        matcher = _MATCHERS.get(policy)
+        if matcher is None:
+            if len(_MATCHERS) >= _CACHED_MATCHERS:
+                _MATCHERS.clear()
+            matcher = _MATCHERS[policy] = cls(policy)
+        return matcher
+
     def verdicts_below(self, directory: str, operation: str) -> frozenset[Verdict]:
         """Every verdict some strict descendant of ``directory`` could get (an over-estimate;
         ``{"allow"}`` means the whole subtree is allowed). A rule that covers the whole
         subtree decides it unless a rule of higher precedence matches, so rules of lower
-        precedence than the best covering one cannot win there and are left out."""
+        precedence than the best covering one cannot win there and are left out. A pure
+        function of the rules and the path string, so it is remembered."""
+        key = (directory, operation)
+        found = self._below.get(key)
+        if found is None:
+            if len(self._below) >= _CACHED_ANSWERS:
+                self._below.clear()
+            found = self._below[key] = self._verdicts_below(directory, operation)
+        return found
+
+    def named_below(self, directory: str) -> frozenset[str] | None:
+        """The only child names a rule can tell apart below ``directory``, when every rule
+        that reaches below it without covering all of it names its next component literally
+        (``secrets/**`` names ``secrets``); None when one has a wildcard there (``*.key``,
+        ``**/.env``). Remembered like verdicts_below."""
+        if directory in self._named:
+            return self._named[directory]
+        if len(self._named) >= _CACHED_ANSWERS:
+            self._named.clear()
+        parts = components(directory)
+        depth = len(parts)
+        names: set[str] | None = set()
+        for rule in self.rules:
+            pattern = rule.parts
+            if not may_match_below(pattern, parts) or covers_all_below(pattern, parts):
+                continue
+            if len(pattern) <= depth or GLOBSTAR in pattern[:depth] or "*" in pattern[depth]:
+                names = None
+                break
+            names.add(pattern[depth])
+        answer = frozenset(names) if names is not None else None
+        self._named[directory] = answer
+        return answer
+
+    def _verdicts_below(self, directory: str, operation: str) -> frozenset[Verdict]:
         parts = components(directory)
         rank = {verdict: index for index, verdict in enumerate(self.order)}
         reaching: list[Verdict] = []
@@ -207,6 +256,11 @@ class FileMatcher:
         if floor is None:
             return frozenset([*reaching, self.default])
         return frozenset([floor, *(v for v in reaching if rank[v] < rank[floor])])
+
+
+_CACHED_MATCHERS = 64
+_CACHED_ANSWERS = 4096
+_MATCHERS: dict[FilePolicy, FileMatcher] = {}
 
 
 def strictest(verdicts: Iterable[Verdict]) -> Verdict:

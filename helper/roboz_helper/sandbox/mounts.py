@@ -171,7 +171,7 @@ def plan_mounts(spec: SandboxSpec, script_bytes: bytes | None) -> MountPlan:
         name = os.path.basename(spec.argv[0]).lstrip(".") or "script"
         script_path = f"{SCRIPT_DIR}/{name}"
     ordered = tuple(sorted(binds.values(), key=lambda b: (b.path.count("/"), b.path)))
-    matchers = [FileMatcher(policy) for policy in spec.file_policies]
+    matchers = [FileMatcher.of(policy) for policy in spec.file_policies]
     view = plan_view(matchers, [(b.path, b.attrs == RW_ATTRS) for b in ordered], workdir)
     return MountPlan(
         symlinks=layout.symlinks,

@@ -39,7 +39,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from roboz_helper.file_patterns import GLOBSTAR, components, covers_all_below, may_match_below
 from roboz_helper.file_policy import FileMatcher, composed_verdict
 
 from .spec import SandboxError
@@ -81,22 +80,15 @@ class _Planner:
         return self.allowed(path, "create") and self.allowed(path, "delete")
 
     def named_children(self, path: str) -> set[str] | None:
-        """The only child names a rule can tell apart below ``path``, when every rule that
-        reaches below it without covering all of it names its next component literally
-        (``secrets/**`` names ``secrets``); None when one has a wildcard there (``*.key``,
-        ``**/.env``), so the directory must be listed. This is what keeps the walk
-        proportional to the matches: an anchored rule costs a lookup, not a listing."""
-        parts = components(path)
-        depth = len(parts)
+        """The only child names the rules tell apart below ``path`` (FileMatcher.named_below),
+        or None when the directory must be listed. This keeps the walk proportional to the
+        matches: an anchored rule costs a lookup, not a listing."""
         names: set[str] = set()
         for matcher in self.matchers:
-            for rule in matcher.rules:
-                pattern = rule.parts
-                if not may_match_below(pattern, parts) or covers_all_below(pattern, parts):
-                    continue
-                if len(pattern) <= depth or GLOBSTAR in pattern[:depth] or "*" in pattern[depth]:
-                    return None
-                names.add(pattern[depth])
+            found = matcher.named_below(path)
+            if found is None:
+                return None
+            names |= found
         return names
 
     def needs_nothing(self, path: str, mount_rw: bool, bind_rw: bool) -> bool:
