@@ -73,8 +73,9 @@ class _Planner:
             found |= matcher.verdicts_below(path, operation)
         return frozenset(found)
 
-    def add(self, kind: int, path: str, st: os.stat_result) -> None:
-        self.entries.append(ViewEntry(kind, path, st.st_dev, st.st_ino))
+    def add(self, kind: int, node: _Node) -> None:
+        st = node.stat()
+        self.entries.append(ViewEntry(kind, node.path, st.st_dev, st.st_ino))
 
     def writes_allowed(self, path: str) -> bool:
         return self.allowed(path, "create") and self.allowed(path, "delete")
@@ -102,60 +103,66 @@ class _Planner:
             writes == {"allow"} if mount_rw else not (bind_rw and "allow" in writes)
         )
 
-    def children(self, path: str) -> list[tuple[str, os.stat_result]]:
+    def children(self, path: str) -> list[_Node]:
+        """Every entry of ``path`` but other roots; stat'ed only if an entry needs it."""
         prefix = path.rstrip("/") + "/"
         try:
             with os.scandir(path) as entries:
-                found = [(prefix + entry.name, entry.stat(follow_symlinks=False))
-                         for entry in entries]  # fmt: skip
+                found = [_Node.of_entry(prefix + entry.name, entry) for entry in entries]
         except OSError as exc:
             raise SandboxError(f"file policy: cannot list {path}: {exc.strerror}") from None
-        return [(child, st) for child, st in found if child not in self.roots]
+        return [node for node in found if node.path not in self.roots]
 
-    def skeleton(self, path: str, st: os.stat_result, mount_rw: bool, bind_rw: bool) -> None:
+    def skeleton(self, node: _Node, mount_rw: bool, bind_rw: bool) -> None:
         """A directory that may not be listed but has allowed paths below: an empty,
         read-only, enter-only directory over it holding only the children that are (or
         lead to) allowed paths; every other child is absent, not even its name shows."""
         kept = [
-            (child, child_st)
-            for child, child_st in self.children(path)
-            if not stat.S_ISLNK(child_st.st_mode)
+            child
+            for child in self.children(node.path)
+            if not child.is_link
             and (
-                self.allowed(child, "read")
-                or (stat.S_ISDIR(child_st.st_mode) and "allow" in self.below(child, "read"))
+                self.allowed(child.path, "read")
+                or (child.is_dir and "allow" in self.below(child.path, "read"))
             )
         ]
-        self.add(SKELETON, path, st)
-        for child, child_st in kept:
-            self.add(SKELETON_CHILD, child, child_st)
-        for child, child_st in kept:
-            self.visit(child, child_st, mount_rw, bind_rw)
+        self.add(SKELETON, node)
+        for child in kept:
+            self.add(SKELETON_CHILD, child)
+        for child in kept:
+            self.visit(child, mount_rw, bind_rw)
 
-    def visit(self, path: str, st: os.stat_result, mount_rw: bool, bind_rw: bool) -> None:
-        """``mount_rw``: whether the mount ``path`` sits in is writable now; ``bind_rw``:
-        whether the profile's own bind is (the most any entry may grant)."""
-        if stat.S_ISLNK(st.st_mode):
+    def visit(self, node: _Node, mount_rw: bool, bind_rw: bool, writes: bool | None = None) -> None:
+        """``mount_rw``: whether the mount ``node`` sits in is writable now; ``bind_rw``:
+        whether the profile's own bind is (the most any entry may grant); ``writes``: what
+        the parent already knows of every child's writes (None: ask the policy)."""
+        if node.is_link:
             return  # what it points to is decided where that is
+        path = node.path
         if not self.allowed(path, "read"):
-            if stat.S_ISDIR(st.st_mode) and "allow" in self.below(path, "read"):
-                self.skeleton(path, st, mount_rw, bind_rw)
+            if node.is_dir and "allow" in self.below(path, "read"):
+                self.skeleton(node, mount_rw, bind_rw)
             else:
-                self.add(MASK, path, st)
+                self.add(MASK, node)
             return
-        own_rw = bind_rw and self.writes_allowed(path)
+        own_rw = bind_rw and (self.writes_allowed(path) if writes is None else writes)
         if own_rw != mount_rw:
-            self.add(WRITABLE if own_rw else READ_ONLY, path, st)
-        if not stat.S_ISDIR(st.st_mode):
+            self.add(WRITABLE if own_rw else READ_ONLY, node)
+        if not node.is_dir:
             return
         reads = self.below(path, "read")
-        writes = self.below(path, "create") | self.below(path, "delete")
+        below_writes = self.below(path, "create") | self.below(path, "delete")
         descend = (
             reads != {"allow"}
-            or (own_rw and writes != {"allow"})
-            or (not own_rw and bind_rw and "allow" in writes)
+            or (own_rw and below_writes != {"allow"})
+            or (not own_rw and bind_rw and "allow" in below_writes)
         )
         if not descend:
             return
+        # Every child's writes, when the verdicts below say them all at once.
+        known = (
+            True if below_writes == {"allow"} else False if "allow" not in below_writes else None
+        )
         prefix = path.rstrip("/") + "/"
         names = self.named_children(path)
         # A name no rule spells (NUL is in no file name) stands for every unnamed child.
@@ -172,10 +179,50 @@ class _Planner:
                     raise SandboxError(
                         f"file policy: cannot examine {child}: {exc.strerror}"
                     ) from None
-                self.visit(child, child_st, own_rw, bind_rw)
+                self.visit(_Node.of_stat(child, child_st), own_rw, bind_rw, known)
             return
-        for child, child_st in self.children(path):  # other roots: planned as their own
-            self.visit(child, child_st, own_rw, bind_rw)
+        for child in self.children(path):  # other roots: planned as their own
+            self.visit(child, own_rw, bind_rw, known)
+
+
+class _Node:
+    """A path met by the walk: its type from the directory entry, its inode only when an
+    entry is made for it (most files are never stat'ed)."""
+
+    __slots__ = ("_st", "is_dir", "is_link", "path", "source")
+
+    def __init__(self, path: str, is_dir: bool, is_link: bool) -> None:
+        self.path = path
+        self.is_dir = is_dir
+        self.is_link = is_link
+        self._st: os.stat_result | None = None
+        self.source: os.DirEntry[str] | None = None
+
+    @classmethod
+    def of_entry(cls, path: str, entry: os.DirEntry[str]) -> _Node:
+        node = cls(path, entry.is_dir(follow_symlinks=False), entry.is_symlink())
+        node.source = entry
+        return node
+
+    @classmethod
+    def of_stat(cls, path: str, st: os.stat_result) -> _Node:
+        node = cls(path, stat.S_ISDIR(st.st_mode), stat.S_ISLNK(st.st_mode))
+        node._st = st
+        return node
+
+    def stat(self) -> os.stat_result:
+        if self._st is None:
+            try:
+                self._st = (
+                    self.source.stat(follow_symlinks=False)
+                    if self.source is not None
+                    else os.lstat(self.path)
+                )
+            except OSError as exc:
+                raise SandboxError(
+                    f"file policy: cannot examine {self.path}: {exc.strerror}"
+                ) from None
+        return self._st
 
 
 def plan_view(
@@ -199,5 +246,5 @@ def plan_view(
                 f"file policy: nothing in the workdir {root} may be read, so nothing could "
                 "run there; allow reading it or a part of it"
             )
-        planner.visit(root, st, writable, writable)
+        planner.visit(_Node.of_stat(root, st), writable, writable)
     return tuple(planner.entries)
