@@ -227,16 +227,17 @@ class FileMatcher:
             self._named.clear()
         parts = components(directory)
         depth = len(parts)
-        names: set[str] | None = set()
+        names: set[str] = set()
+        answer: frozenset[str] | None = None
         for rule in self.rules:
             pattern = rule.parts
             if not may_match_below(pattern, parts) or covers_all_below(pattern, parts):
                 continue
             if len(pattern) <= depth or GLOBSTAR in pattern[:depth] or "*" in pattern[depth]:
-                names = None
                 break
             names.add(pattern[depth])
-        answer = frozenset(names) if names is not None else None
+        else:
+            answer = frozenset(names)
         self._named[directory] = answer
         return answer
 

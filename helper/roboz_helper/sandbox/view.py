@@ -181,8 +181,8 @@ class _Planner:
                     ) from None
                 self.visit(_Node.of_stat(child, child_st), own_rw, bind_rw, known)
             return
-        for child in self.children(path):  # other roots: planned as their own
-            self.visit(child, own_rw, bind_rw, known)
+        for node_below in self.children(path):  # other roots: planned as their own
+            self.visit(node_below, own_rw, bind_rw, known)
 
 
 class _Node:
