@@ -311,9 +311,12 @@ def test_a_file_system_refusal_is_reported_as_one_not_as_seccomp(sandbox: Sandbo
     assert not (sandbox.workspace / "made.txt").exists()
 
 
-def test_the_seccomp_note_comes_only_with_eperm(sandbox: Sandbox) -> None:
+def test_the_seccomp_note_stays_unless_only_the_file_system_refused(sandbox: Sandbox) -> None:
     eperm = sandbox.exec("/usr/bin/unshare", "-U", "/bin/true")
     assert eperm.outcome.status == "failed", eperm
     assert "seccomp filter" in eperm.outcome.diagnostic
-    plain = sandbox.exec("/bin/sh", "-c", "exit 3")
-    assert plain.outcome.diagnostic == "exited with status 3"
+    assert "file system" not in eperm.outcome.diagnostic
+    # Both kinds reported: both notes.
+    both = sandbox.exec("/bin/sh", "-c", "echo x > /usr/x; unshare -U true")
+    assert "seccomp filter" in both.outcome.diagnostic
+    assert "permission denied by the file system" in both.outcome.diagnostic

@@ -383,9 +383,11 @@ class _Run:
                     + self._refusal_note(), limit)  # fmt: skip
 
     def _refusal_note(self) -> str:
-        """A note on refusals the run reported, only of the kinds it reported: the seccomp
-        filter's only when the run saw EPERM (what the filter answers); a file-system one
-        when it saw EACCES or EROFS (file permissions, read-only binds, the file view)."""
+        """A note on what may have refused the run. The helper does not see which call
+        failed, only what the run printed: a run that reported only file-system refusals
+        (EACCES, EROFS) gets the file-system note and not the seccomp one; any other failure
+        (EPERM reported, or nothing: a silent EPERM from the filter is the usual case) keeps
+        the note on what the filter answers."""
         notes = []
         if self.saw_fs_denial:
             notes.append(
@@ -393,9 +395,8 @@ class _Run:
                 "writable by the profile's run_as_user for writes), a read-only bind or a "
                 "path the file policy makes read-only or absent"
             )
-        if self.saw_eperm:
-            notes.append(f"if 'Operation not permitted' came from one of these calls, "
-                         f"{DENIAL_NOTE}")  # fmt: skip
+        if self.saw_eperm or not self.saw_fs_denial:
+            notes.append(DENIAL_NOTE)
         return "".join(f" (note: {note})" for note in notes)
 
 
