@@ -24,7 +24,9 @@ as 16 concurrent launches, run_in_sandbox as 16 tasks, the daemon with 16 client
 median of alternating rounds) with the machine's CPU per run, and for the daemon where it
 goes (helper, zygote, fork server with the sandbox processes, everything else);
 where a run_in_sandbox call's time goes (runner.phase_hook); the daemon's idle memory with
-its zygote and warm sandbox. Nothing is asserted; needs root.
+its zygote and warm sandbox; what a file policy costs a run's start and how resolving its
+masks scales (benchmarks/file_view.py; ``--file-view-only`` runs just that). Nothing is
+asserted; needs root.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+try:
+    from benchmarks import file_view
+except ImportError:  # run as a script: benchmarks/ is on sys.path, not the repository
+    import file_view  # type: ignore[no-redef]
 
 REPO = Path(__file__).resolve().parents[1]
 BWRAP = "/usr/bin/bwrap"
@@ -473,6 +480,8 @@ def main(quick: bool = False) -> int:
     parser.add_argument("--spaced-runs", type=int, default=SPACED_RUNS,
                         help=f"runs {SPACED_GAP_S * 1000:.0f} ms apart per contestant")  # fmt: skip
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--file-view-only", action="store_true",
+                        help="only the file-policy figures (start ratio, mask resolution)")  # fmt: skip
     args = parser.parse_args()
     rate_runs = max(args.runs, RATE_RUNS)
     if quick:  # python -m benchmarks --quick: a smoke run
@@ -482,6 +491,12 @@ def main(quick: bool = False) -> int:
         print("needs root (the helper runs as root)", file=sys.stderr)
         return 1
     sys.path.insert(0, str(REPO / "helper"))
+    sizes = (1_000, 10_000) if quick else (1_000, 10_000, 100_000)
+    if args.file_view_only:
+        with tempfile.TemporaryDirectory(prefix="roboz-bench-", dir="/var/tmp") as tmpdir:
+            os.chmod(tmpdir, 0o755)
+            file_view.report(Path(tmpdir), args.runs, interleaved, sizes)
+        return 0
     with tempfile.TemporaryDirectory(prefix="roboz-bench-") as tmpdir:
         tmp = Path(tmpdir)
         workdir = tmp / "work"
@@ -553,6 +568,9 @@ def main(quick: bool = False) -> int:
               f"({count} processes) PSS {pss / 1024:.1f} MiB")  # fmt: skip
     else:
         print("daemon: did not start; skipped")
+    with tempfile.TemporaryDirectory(prefix="roboz-bench-", dir="/var/tmp") as tmpdir:
+        os.chmod(tmpdir, 0o755)
+        file_view.report(Path(tmpdir), args.runs, interleaved, sizes)
     return 0
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from roboz_helper import install_units
+from roboz_helper.file_policy import rules_text
 from roboz_helper.host_paths import PolicyPathsError, load_usable_policy
 from roboz_helper.log_format import configure_logging
 from roboz_helper.policy import Policy, PolicyError, load_policy
@@ -163,6 +164,15 @@ def _check_policy(args: argparse.Namespace) -> int:
         f"{args.file}: ok ({len(policy.profiles)} profiles, "
         f"{len(policy.clients)} client rules; {checked} checked)"
     )
+    # The operator's half of the composed file view; each run is narrowed further by the
+    # file policy its client sends (a path is reachable only where both allow it).
+    for name, profile in policy.profiles.items():
+        if profile.file_policy is None:
+            continue
+        print(f"profiles.{name}.file_policy: {profile.file_policy} (every run; the client's "
+              "policy narrows it further, never widens it)")  # fmt: skip
+        if profile.file_rules is not None:
+            print("  " + rules_text(profile.file_rules).replace("\n", "\n  "))
     return EXIT_OK
 
 

@@ -22,7 +22,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from roboz_helper.policy import Policy, PolicyError, Profile, load_policy
+from roboz_helper.policy import Policy, PolicyError, Profile, load_file_policies, load_policy
 from roboz_helper.scripts import untrusted_reason
 
 
@@ -144,4 +144,4 @@ def load_usable_policy(path: str | os.PathLike[str]) -> Policy:
     problems = policy_problems(policy)
     if problems:
         raise PolicyPathsError(problems)
-    return policy
+    return load_file_policies(policy)

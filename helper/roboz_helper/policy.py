@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from roboz_helper.file_policy import FilePolicy, FilePolicyError, load_file_policy
 from roboz_helper.run_states import NetworkMode
 
 DEFAULT_SOCKET = "/run/roboz-helper/helper.sock"
@@ -63,6 +64,11 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     max_file_bytes: int = 64 << 20
     nofile_max: int = 256
     cpu_time_s: int = 30
+    # A file-permission policy (the guarded tools' TOML format) that narrows every run of
+    # this profile, whatever the client sends: absolute path of the file.
+    file_policy: str | None = None
+    # That file, decoded and checked: filled in by load_file_policies (never from the TOML).
+    file_rules: FilePolicy | None = None
 
 
 # A profile's numeric limits, under these names in the policy, on the wire (protocol.Limits)
@@ -120,6 +126,9 @@ def parse_policy(text: str | bytes) -> Policy:
         raise PolicyError("invalid TOML: arrays or tables nested too deeply") from None
     profiles: dict[str, Profile] = {}
     for name, raw in envelope.profiles.items():
+        if "file_rules" in raw:
+            raise PolicyError(f"profiles.{name}.file_rules: unknown field; name a file policy "
+                              "with file_policy")  # fmt: skip
         try:
             profiles[name] = msgspec.convert(raw, type=Profile, strict=True)
         except msgspec.ValidationError as exc:
@@ -276,6 +285,8 @@ def _validate_profile(name: str, profile: Profile) -> None:
     except PolicyError as exc:
         raise PolicyError(f"{where}.run_as_user: {exc}") from None
     _absolute(profile.scripts_dir, f"{where}.scripts_dir")
+    if profile.file_policy is not None:
+        _absolute(profile.file_policy, f"{where}.file_policy")
     _absolute(profile.workdir, f"{where}.workdir")
     for field in ("readonly_paths", "writable_paths", "commands"):
         for i, path in enumerate(getattr(profile, field)):
@@ -322,6 +333,22 @@ def validate(policy: Policy) -> None:
         _validate_profile(name, profile)
     for i, rule in enumerate(policy.clients):
         _validate_client(i, rule, policy.profiles)
+
+
+def load_file_policies(policy: Policy) -> Policy:
+    """The policy with each profile's ``file_policy`` file read and checked (a host check:
+    the file is on the host the helper runs on). Errors name the profile's field."""
+    profiles = dict(policy.profiles)
+    for name, profile in policy.profiles.items():
+        if profile.file_policy is None:
+            continue
+        where = f"profiles.{name}.file_policy"
+        try:
+            rules = load_file_policy(profile.file_policy)
+        except FilePolicyError as exc:
+            raise PolicyError(f"{where}: {exc}") from None
+        profiles[name] = msgspec.structs.replace(profile, file_rules=rules)
+    return msgspec.structs.replace(policy, profiles=profiles)
 
 
 # --- client matching -------------------------------------------------------------------------

@@ -28,9 +28,17 @@ from typing import Annotated, Final, Literal, cast
 
 import msgspec
 
+from roboz_helper.file_policy import FilePolicy
 from roboz_helper.run_states import Limit, NetworkMode, RunStatus
 
-PROTOCOL_VERSION: Final = 1
+# 2: a run request may carry a file policy (``file_policy``) that narrows the run's view of
+# the workdir. A version-1 helper decodes strictly and refuses the unknown field, and a
+# client refuses to send one to a helper that greets with version 1: a restriction is
+# applied or nothing runs, never silently dropped.
+PROTOCOL_VERSION: Final = 2
+# The oldest helper a client still talks to (for runs without a file policy).
+MIN_PROTOCOL_VERSION: Final = 1
+FILE_POLICY_VERSION: Final = 2
 
 # Large enough for a request with a long argv, small enough that a hostile peer cannot make
 # either side allocate much before the length check rejects it.
@@ -73,6 +81,9 @@ class RunScript(_Frame, tag="run_script", frozen=True):
     trace_id: TraceId | None = None
     # Ask for the connection to stay open for another request after this one's completion.
     keep_open: bool = False
+    # The agent's file policy: a restriction of this run's view of the workdir (and of the
+    # profile's other binds), composed with the profile's own file policy; never a widening.
+    file_policy: FilePolicy | None = None
 
 
 class ExecCommand(_Frame, tag="exec_command", frozen=True):
@@ -81,6 +92,7 @@ class ExecCommand(_Frame, tag="exec_command", frozen=True):
     argv: list[str]
     trace_id: TraceId | None = None
     keep_open: bool = False
+    file_policy: FilePolicy | None = None
 
 
 Request = ListScripts | RunScript | ExecCommand

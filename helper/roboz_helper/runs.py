@@ -6,6 +6,7 @@ import secrets
 import shlex
 from typing import Any, TypeGuard, get_args
 
+from roboz_helper.file_policy import FilePolicy, FilePolicyError, check_file_policy
 from roboz_helper.policy import NUMERIC_LIMITS, Profile, run_as_ids
 from roboz_helper.protocol import ExecCommand, Limits, RunCompletion, RunScript
 from roboz_helper.run_states import Limit, RunStatus
@@ -61,10 +62,29 @@ def exec_argv(profile: Profile, request: ExecCommand) -> list[str]:
     return list(request.argv)
 
 
+def file_policies(profile: Profile, requested: FilePolicy | None) -> tuple[FilePolicy, ...]:
+    """The restrictions of a run: the profile's file policy and the client's, composed (a
+    path is reachable only where both allow it). The client's is checked like a policy
+    file; it has nothing that could widen the profile (no paths to bind, no modes)."""
+    policies = [profile.file_rules] if profile.file_rules is not None else []
+    if requested is not None:
+        try:
+            check_file_policy(requested, "file_policy.")
+        except FilePolicyError as exc:
+            raise RunRefused(f"the request's {exc}") from None
+        policies.append(requested)
+    return tuple(policies)
+
+
 def build_spec(
-    profile: Profile, argv: list[str], script_fd: int | None, run_id: str
+    profile: Profile,
+    argv: list[str],
+    script_fd: int | None,
+    run_id: str,
+    requested_file_policy: FilePolicy | None = None,
 ) -> SandboxSpec:
-    """Everything the sandbox needs for one run, taken from the profile and nothing else."""
+    """Everything the sandbox needs for one run, taken from the profile and nothing else but
+    the client's file policy, which can only narrow it."""
     uid, gid = run_as_ids(profile)  # raises PolicyError for root; re-checked on every run
     return SandboxSpec(
         argv=argv,
@@ -76,6 +96,7 @@ def build_spec(
         writable_paths=tuple(profile.writable_paths),
         env=dict(profile.env),
         run_id=run_id,
+        file_policies=file_policies(profile, requested_file_policy),
         **_profile_limits(profile),
     )
 

@@ -467,7 +467,7 @@ class HelperServer:
                 argv = [request.path, *request.args]
             else:
                 argv = runs.exec_argv(profile, request)
-            spec = runs.build_spec(profile, argv, script_fd, run_id)
+            spec = runs.build_spec(profile, argv, script_fd, run_id, request.file_policy)
         except (scripts.ScriptRefused, runs.RunRefused, PolicyError) as exc:
             if script_fd is not None:
                 os.close(script_fd)

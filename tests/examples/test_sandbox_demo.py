@@ -18,6 +18,9 @@ def test_sandbox_demo_runs_denies_patches_and_proves_isolation(needs_root: None)
     assert "4 chained, without an LLM call" in summary
     assert "denied: run_file_command read secrets/api.key" in summary
     assert "secret copied into notes: no" in summary
+    # The run works in the project, narrowed by the same policy: the secret is absent there.
+    assert "denied secret read inside the sandbox (secrets/api.key): no" in summary
+    assert "ok   denied_secret=unreadable" in summary
     assert "todo patched: yes" in summary
     assert "sandbox isolation held: yes" in summary
     assert "FAIL" not in summary

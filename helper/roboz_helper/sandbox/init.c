@@ -18,7 +18,8 @@
  *   request:       u32 length with SCM_RIGHTS [stdout, stderr, set-up, status, cgroup joins...],
  *                  then: u8 in_cgroup, u32 n, n x (u32 resource, u64 soft, u64 hard),
  *                  str exec path, u32 argc, argc x str, u32 envc, envc x str,
- *                  str script path (empty: none), str script bytes
+ *                  str script path (empty: none), str script bytes,
+ *                  then (optional) the file view: u32 n, n x (u8 kind, str path, u64 dev, u64 ino)
  * Status written to the status pipe: i32 wait status, i64 CPU us, i64 peak RSS bytes.
  * Every failure is written to the set-up pipe as "stage: message" before _exit(127).
  */
@@ -70,6 +71,8 @@ struct request {
     char *script_path;
     const uint8_t *script;
     uint32_t script_len;
+    struct view_entry *view;
+    uint32_t nview;
     size_t run_part; /* bytes of the body the run process needs (everything before the script) */
     uint8_t *body;
     uint32_t body_len;
@@ -330,6 +333,19 @@ static int receive(int sock, struct request *req) {
         req->script_path = take_str(&c);
         req->script = take_bytes(&c, &req->script_len);
     }
+    if (c.ok && c.left) { /* the file view, applied by pid 1 (finish_root) */
+        req->nview = (uint32_t)take(&c, 4);
+        if (req->nview > c.left / 21) c.ok = 0;
+        req->view = c.ok ? calloc(req->nview + 1, sizeof *req->view) : NULL;
+        if (!req->view) c.ok = 0;
+        for (uint32_t i = 0; i < req->nview && c.ok; i++) {
+            req->view[i].kind = (uint32_t)take(&c, 1);
+            req->view[i].path = take_str(&c);
+            req->view[i].dev = take(&c, 8);
+            req->view[i].ino = take(&c, 8);
+        }
+        if (c.left) c.ok = 0;
+    }
     errno = 0;
     if (!c.ok) return fail("malformed request");
     return 1;
@@ -527,6 +543,10 @@ static void warm_run(int sock, int exec_w) {
     int got = receive(sock, &req);
     if (got == 0) _exit(0); /* discarded: nothing ran */
     if (got < 0) _exit(EXIT_SETUP_FAILED);
+    /* Again, now that the request's file view is mounted: the first chdir was into the
+     * workdir as built, and a view that re-binds the workdir itself stacks a new mount on
+     * it, which only a new lookup reaches. */
+    if (chdir(cfg.workdir) < 0) report(req.fds[2], "exec", "%s: %s", cfg.workdir, strerror(errno));
     if (apply_rlimits(&req) < 0) report(req.fds[2], "exec", "%s", why());
     run_exec(&req, 1);
 }
@@ -616,6 +636,10 @@ static int finish_root(const struct request *req) {
         close(fd);
         if (bad) return fail(req->script_path);
     }
+    /* The file view goes on now, per request, not when a warm pid 1 was built: globs are
+     * resolved when the run starts, and each path is checked against the inode the helper
+     * resolved (a rename racing the start fails the run rather than mask the wrong file). */
+    if (req->nview && apply_view(req->view, req->nview) < 0) return -1;
     struct mount_attr_arg attr = {MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, 0};
     CHECK(syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &attr, sizeof attr), "mount_setattr");
     CHECK(chdir(cfg.workdir), cfg.workdir);

@@ -70,4 +70,18 @@ struct root_plan {
 /* Namespaces (mount, net, ipc, uts), loopback, the root filesystem, the hostname. */
 int prepare_root(const struct root_plan *plan);
 
+/* The run's file view (mounts.ViewEntry, sandbox/view.py): what the file policy denies is
+ * masked, what it makes read-only or writable is re-bound so, in the order given. */
+#define VIEW_MASK 1
+#define VIEW_READ_ONLY 2
+#define VIEW_WRITABLE 3
+#define VIEW_SKELETON 4       /* a directory that may not be read: replaced by an empty, */
+#define VIEW_SKELETON_CHILD 5 /* mode-0711 one holding only its allowed children */
+struct view_entry {
+    uint32_t kind;
+    char *path;
+    uint64_t dev, ino;
+};
+int apply_view(const struct view_entry *entries, uint32_t n);
+
 #endif

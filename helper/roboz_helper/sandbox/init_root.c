@@ -322,6 +322,172 @@ static int loopback_up(void) {
     return rc < 0 ? fail("bringing lo up") : 0;
 }
 
+/* sandbox/view.py's plan: each entry's path walked like a bind's (no symlink, no "..",
+ * from the sandbox's own root), checked to be the inode the helper resolved, then masked
+ * (a mode-0 empty directory or file of the root tmpfs, read-only) or re-bound read-only
+ * (recursively) or writable (this mount only) over itself. */
+#define MASK_DIR "/run/roboz/.masked-dir"
+#define MASK_FILE "/run/roboz/.masked-file"
+#define MOUNT_ATTR_RDONLY_ 0x1
+#define MOUNT_ATTR_NOSUID_ 0x2
+#define MOUNT_ATTR_NODEV_ 0x4
+#define MOUNT_ATTR_NOEXEC_ 0x8
+/* An entry's path, walked from the sandbox's root; the inode the helper resolved, or fail. */
+static int view_open(int root_fd, const struct view_entry *e) {
+    int fd = walk(root_fd, e->path, "follow", NULL, 0);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return fail(e->path);
+    }
+    if ((uint64_t)st.st_dev != e->dev || (uint64_t)st.st_ino != e->ino) {
+        close(fd);
+        return refuse("file policy: '%s' changed between its check and the run's start%s",
+                      e->path, "");
+    }
+    return fd;
+}
+
+/* ``dir`` (fd) becomes an empty read-only directory, mode 0711 (enter, not list), holding
+ * only the ``k`` children that follow ``e``: each cloned from where it is before the
+ * skeleton covers it, then attached at its own name inside the skeleton. */
+static int skeleton(int root_fd, int dir, const struct view_entry *e, uint32_t k) {
+    static unsigned serial;
+    int *trees = calloc(k + 1, sizeof *trees);
+    if (!trees) return fail("calloc");
+    int rc = 0;
+    uint32_t made = 0;
+    for (; rc == 0 && made < k; made++) {
+        int cfd = view_open(root_fd, &e[1 + made]);
+        if (cfd < 0) {
+            rc = -1;
+            break;
+        }
+        trees[made] = (int)syscall(SYS_open_tree, cfd, "",
+                                   OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE_FLAG);
+        close(cfd);
+        if (trees[made] < 0) rc = fail("open_tree (file view)");
+    }
+    char skel[64];
+    snprintf(skel, sizeof skel, "/run/roboz/.skeleton-%u", serial++);
+    if (rc == 0 && mkdir(skel, 0711) < 0) rc = fail(skel);
+    int sfd = rc == 0 ? open(skel, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (rc == 0 && sfd < 0) rc = fail(skel);
+    for (uint32_t j = 0; rc == 0 && j < k; j++) {
+        const char *name = strrchr(e[1 + j].path, '/');
+        name = name ? name + 1 : e[1 + j].path;
+        struct stat st;
+        if (fstat(trees[j], &st) < 0) {
+            rc = fail(e[1 + j].path);
+        } else if (S_ISDIR(st.st_mode)) {
+            if (mkdirat(sfd, name, 0) < 0) rc = fail(e[1 + j].path);
+        } else {
+            int f = openat(sfd, name, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0);
+            if (f < 0) rc = fail(e[1 + j].path);
+            else close(f);
+        }
+    }
+    if (sfd >= 0) close(sfd);
+    if (rc == 0) {
+        int tree = (int)syscall(SYS_open_tree, AT_FDCWD, skel, OPEN_TREE_CLONE | O_CLOEXEC);
+        struct mount_attr_arg attr = {
+            MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_ | MOUNT_ATTR_NOEXEC_, 0,
+            0, 0};
+        if (tree < 0)
+            rc = fail("open_tree (file view)");
+        else if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0 ||
+                 syscall(SYS_move_mount, tree, "", dir, "",
+                         MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+            rc = fail(e->path);
+        if (tree >= 0) close(tree);
+    }
+    for (uint32_t j = 0; rc == 0 && j < k; j++) {
+        int target = walk(root_fd, e[1 + j].path, "mount over", NULL, 0);
+        if (target < 0) {
+            rc = -1;
+        } else {
+            if (syscall(SYS_move_mount, trees[j], "", target, "",
+                        MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                rc = fail(e[1 + j].path);
+            close(target);
+        }
+    }
+    for (uint32_t j = 0; j < made; j++)
+        if (trees[j] >= 0) close(trees[j]);
+    free(trees);
+    return rc;
+}
+
+int apply_view(const struct view_entry *v, uint32_t n) {
+    if ((mkdir("/run", 0755) < 0 && errno != EEXIST) ||
+        (mkdir("/run/roboz", 0755) < 0 && errno != EEXIST))
+        return fail("/run/roboz");
+    if (mkdir(MASK_DIR, 0) < 0 && errno != EEXIST) return fail(MASK_DIR);
+    int made = open(MASK_FILE, O_CREAT | O_WRONLY | O_CLOEXEC, 0);
+    if (made < 0) return fail(MASK_FILE);
+    close(made);
+    int root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0) return fail("/");
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < n; i++) {
+        int fd = view_open(root_fd, &v[i]);
+        if (fd < 0) {
+            rc = -1;
+            break;
+        }
+        if (v[i].kind == VIEW_SKELETON) {
+            uint32_t k = 0;
+            while (i + 1 + k < n && v[i + 1 + k].kind == VIEW_SKELETON_CHILD) k++;
+            rc = skeleton(root_fd, fd, &v[i], k);
+            i += k;
+            close(fd);
+            continue;
+        }
+        int tree;
+        struct mount_attr_arg attr = {MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_, 0, 0, 0};
+        unsigned flags = AT_EMPTY_PATH;
+        if (v[i].kind == VIEW_MASK) {
+            struct stat st;
+            if (fstat(fd, &st) < 0) {
+                close(fd);
+                rc = fail(v[i].path);
+                break;
+            }
+            tree = (int)syscall(SYS_open_tree, AT_FDCWD, S_ISDIR(st.st_mode) ? MASK_DIR : MASK_FILE,
+                                OPEN_TREE_CLONE | O_CLOEXEC);
+            attr.attr_set |= MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOEXEC_;
+        } else if (v[i].kind == VIEW_READ_ONLY || v[i].kind == VIEW_WRITABLE) {
+            tree = (int)syscall(SYS_open_tree, fd, "",
+                                OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE_FLAG);
+            if (v[i].kind == VIEW_READ_ONLY) {
+                attr.attr_set |= MOUNT_ATTR_RDONLY_;
+                flags |= AT_RECURSIVE_FLAG; /* masks and binds below stay, all read-only */
+            } else {
+                attr.attr_clr = MOUNT_ATTR_RDONLY_;
+            }
+        } else {
+            close(fd);
+            errno = 0;
+            rc = fail("file view: unexpected entry kind");
+            break;
+        }
+        if (tree < 0) {
+            rc = fail("open_tree (file view)");
+        } else {
+            if (syscall(SYS_mount_setattr, tree, "", flags, &attr, sizeof attr) < 0)
+                rc = fail("mount_setattr (file view)");
+            else if (syscall(SYS_move_mount, tree, "", fd, "",
+                             MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                rc = fail(v[i].path);
+            close(tree);
+        }
+        close(fd);
+    }
+    close(root_fd);
+    return rc;
+}
+
 int prepare_root(const struct root_plan *p) {
     CHECK(unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare");
     if (p->loopback && loopback_up() < 0) return -1;

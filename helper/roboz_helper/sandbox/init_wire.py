@@ -35,6 +35,7 @@ CTRL_FD, CONFIG_FD, ALIVE_FD, REPORT_FD, POOL_FD = 3, 4, 5, 6, 7
 _HEADER = struct.Struct("<I")
 _U32 = struct.Struct("<I")
 _LIMIT = struct.Struct("<IQQ")
+_VIEW_INODE = struct.Struct("<QQ")
 _U64_MASK = (1 << 64) - 1  # RLIM_INFINITY is -1 in Python, all ones on the wire
 
 
@@ -102,9 +103,19 @@ def encode_request(plan: ChildPlan) -> bytes:
     parts += [_blob(os.fsencode(arg)) for arg in plan.exec_argv]
     parts.append(_U32.pack(len(plan.env)))
     parts += [_blob(os.fsencode(f"{k}={v}")) for k, v in plan.env.items()]
-    script_path = plan.mounts.script_path
-    if script_path is not None and plan.mounts.script_bytes is not None:
-        parts += [_blob(os.fsencode(script_path)), _blob(plan.mounts.script_bytes)]
+    script_path = plan.mounts.script_path or ""
+    script_bytes = plan.mounts.script_bytes or b""
+    view = plan.mounts.view
+    if script_path or view:
+        parts += [_blob(os.fsencode(script_path)), _blob(script_bytes)]
+    if view:  # pid 1 applies it before the run exists (apply_view in init_root.c)
+        parts.append(_U32.pack(len(view)))
+        parts += [
+            bytes([entry.kind])
+            + _blob(os.fsencode(entry.path))
+            + _VIEW_INODE.pack(entry.dev, entry.ino)
+            for entry in view
+        ]
     return b"".join(parts)
 
 

@@ -39,8 +39,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from roboz_helper.file_policy import FileMatcher
+
 from . import syscalls as sc
 from .spec import SandboxError, SandboxSpec
+from .view import ViewEntry, plan_view
 
 OLDROOT = "/oldroot"
 SCRIPT_DIR = "/run/roboz"
@@ -92,6 +95,8 @@ class MountPlan:
     script_bytes: bytes | None
     root_size_bytes: int
     template: str | None = None  # set by the zygote: where its prepared system tree lives
+    # The file view, applied per request (so not part of a warm pid 1's shape): view.py.
+    view: tuple[ViewEntry, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,8 @@ def plan_mounts(spec: SandboxSpec, script_bytes: bytes | None) -> MountPlan:
         name = os.path.basename(spec.argv[0]).lstrip(".") or "script"
         script_path = f"{SCRIPT_DIR}/{name}"
     ordered = tuple(sorted(binds.values(), key=lambda b: (b.path.count("/"), b.path)))
+    matchers = [FileMatcher.of(policy) for policy in spec.file_policies]
+    view = plan_view(matchers, [(b.path, b.attrs == RW_ATTRS) for b in ordered], workdir)
     return MountPlan(
         symlinks=layout.symlinks,
         system=layout.binds,
@@ -176,6 +183,7 @@ def plan_mounts(spec: SandboxSpec, script_bytes: bytes | None) -> MountPlan:
         script_path=script_path,
         script_bytes=script_bytes,
         root_size_bytes=ROOT_SIZE_BYTES,
+        view=view,
     )
 
 

@@ -97,6 +97,10 @@ class _Run:
         self.init_in_cgroup = False  # pid 1 itself sits in the run's cgroup (a pooled one)
         self.fds: dict[str, int] = {}
         self.readers: list[int] = []
+        # Which kind of refusal the run's stderr reported, for the diagnostic's note: EPERM
+        # is what the seccomp filter answers; EACCES and EROFS come from the file system.
+        self.saw_eperm = False
+        self.saw_fs_denial = False
 
     # ------------------------------------------------------------------ watching --------
 
@@ -198,7 +202,17 @@ class _Run:
                     await self.on_output(stream, head)
                 return
             total += len(data)
+            if stream == 2:
+                self._note_refusals(data)
             await self.on_output(stream, data)
+
+    def _note_refusals(self, data: bytes) -> None:
+        # The texts are strerror's (C library and Python alike), which is what programs print.
+        if not self.saw_eperm and b"Operation not permitted" in data:
+            self.saw_eperm = True
+        if not self.saw_fs_denial and (b"Permission denied" in data
+                                       or b"Read-only file system" in data):  # fmt: skip
+            self.saw_fs_denial = True
 
     async def _reaped_by_init(self) -> bool:
         """Zygote mode, nothing killed: wait for pid 1's report or its death. True when pid 1
@@ -366,7 +380,24 @@ class _Run:
         if code == 0:
             return done("success", 0, None, "", None)
         return done("failed", code, None, f"exited with status {code}" + _limit_text(limit, spec)
-                    + f" (note: {DENIAL_NOTE})", limit)  # fmt: skip
+                    + self._refusal_note(), limit)  # fmt: skip
+
+    def _refusal_note(self) -> str:
+        """A note on what may have refused the run. The helper does not see which call
+        failed, only what the run printed: a run that reported only file-system refusals
+        (EACCES, EROFS) gets the file-system note and not the seccomp one; any other failure
+        (EPERM reported, or nothing: a silent EPERM from the filter is the usual case) keeps
+        the note on what the filter answers."""
+        notes = []
+        if self.saw_fs_denial:
+            notes.append(
+                "permission denied by the file system: file modes (the workdir must be "
+                "writable by the profile's run_as_user for writes), a read-only bind or a "
+                "path the file policy makes read-only or absent"
+            )
+        if self.saw_eperm or not self.saw_fs_denial:
+            notes.append(DENIAL_NOTE)
+        return "".join(f" (note: {note})" for note in notes)
 
 
 def _limit_text(limit: str | None, spec: SandboxSpec) -> str:

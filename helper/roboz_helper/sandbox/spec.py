@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import get_args
 
+from roboz_helper.file_policy import FilePolicy
 from roboz_helper.run_states import NetworkMode
 
 NETWORK_MODES: tuple[NetworkMode, ...] = get_args(NetworkMode)
@@ -38,6 +39,9 @@ class SandboxSpec:
     nofile_max: int
     cpu_time_s: int
     run_id: str
+    # Composed restrictions of the run's view of its binds (the profile's file policy, the
+    # client's): a path is reachable only where every one of them allows it (view.py).
+    file_policies: tuple[FilePolicy, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ def shape_key(plan: child.ChildPlan) -> bytes:
     build of the system template its root was cloned from is checked apart (a warm sandbox
     expires with its build)."""
     mounts_shape = dataclasses.replace(
-        plan.mounts, script_path=None, script_bytes=None, template=None
+        plan.mounts, script_path=None, script_bytes=None, template=None, view=()
     )
     return ENCODER.encode((mounts_shape, plan.uid, plan.gid, plan.network, plan.rootless))
 

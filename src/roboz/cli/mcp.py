@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from roboz_helper.file_policy import FilePolicyError
 
 from roboz.cli.base import App
-from roboz.cli.errors import CliError, CliUsageError
+from roboz.cli.errors import CliUsageError
+from roboz.shed.sandbox import PermissionPolicy
 
 app = App(help="Serve guarded file tools and sandboxed scripts to MCP hosts (needs the mcp extra).")
 
@@ -27,14 +29,11 @@ PolicyOption = Annotated[
 ]
 
 
-def _load(policy: Path):  # type: ignore[no-untyped-def]
+def _load(policy: Path) -> PermissionPolicy:
+    # The loader is in the core install (the MCP extra is needed only to serve).
     try:
-        from roboz.mcp.policy_file import PolicyFileError, load_policy_file
-    except ImportError as error:
-        raise CliError(f"{error}; install it with: pip install 'roboz[mcp]'") from None
-    try:
-        return load_policy_file(policy)
-    except PolicyFileError as error:
+        return PermissionPolicy.from_file(policy)
+    except FilePolicyError as error:
         raise CliUsageError(str(error)) from None
 
 

@@ -48,7 +48,10 @@ def test_orchestrator_end_to_end(helper: Helper, tmp_path: Path) -> None:
             {"action": "stop", "rationale": "done", "value": "all done"},
         ]
     )
-    sandbox = Sandbox(tmp_path).scoped("work")
+    # The helper's workdir lies inside the sandbox's root: the orchestrator's policy (read
+    # anywhere in the root) narrows its runs too, and a workdir outside everything the agent
+    # may read would leave its runs nothing (one policy for both tools).
+    sandbox = Sandbox(helper.base).scoped(tmp_path.name)
     sandbox.prepare()
     workspace(sandbox.project_dir)
     definition = orchestrator(

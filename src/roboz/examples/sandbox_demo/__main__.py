@@ -2,21 +2,25 @@
 for the demo in a temporary directory, and a project directory with a permission policy.
 
 The agent reads its notes, tries to copy a secret (denied, with a fallback), patches a note,
-lists and runs a script in the helper's sandbox; a chained tool checks the script's report
-without another LLM call. A summary closes the run.
+lists and runs a script in the helper's sandbox, whose working directory is the project:
+the run is narrowed by the same permission policy, so the secret the file tools denied is
+absent there too (the script tries it by its relative path). A chained tool checks the
+script's report without another LLM call. A summary closes the run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import socket
 import sys
 import tempfile
 from pathlib import Path
 
 from roboz import Agent, tool
-from roboz.examples.sandbox_demo.local_helper import HelperStartError, local_helper
+from roboz.examples.sandbox_demo.local_helper import NOBODY_UID, HelperStartError, local_helper
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Message, Str
 from roboz.runtime import EventPipe
@@ -39,15 +43,19 @@ probe='import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1
 if /usr/bin/python3 -c "$probe" "$port" 2>/dev/null
 then echo "host_network=reachable"; else echo "host_network=unreachable"; fi
 if [ -e "$secret" ]; then echo "host_file=visible"; else echo "host_file=absent"; fi
+if cat secrets/api.key >/dev/null 2>&1; then echo "denied_secret=readable"
+else echo "denied_secret=unreadable"; fi
 echo "processes=$(ls -d /proc/[0-9]* | wc -l)"
 if touch /usr/probe 2>/dev/null; then echo "system=writable"; else echo "system=read-only"; fi
-if touch ./probe 2>/dev/null; then echo "workspace=writable"; else echo "workspace=read-only"; fi
+if touch notes/probe 2>/dev/null; then echo "workspace=writable"; rm -f notes/probe
+else echo "workspace=read-only"; fi
 """
 
 # What each line of the script's report must say for the sandbox to have held.
 EXPECTED = {
     "host_network": "unreachable",
     "host_file": "absent",
+    "denied_secret": "unreadable",
     "system": "read-only",
     "workspace": "writable",
     "capabilities": "0000000000000000",
@@ -84,6 +92,9 @@ def _project(base: Path) -> PermissionPolicy:
     (base / "notes" / "todo.md").write_text("# Todo\n- [ ] try the sandbox\n- [ ] read the docs\n")
     (base / "secrets").mkdir()
     (base / "secrets" / "api.key").write_text("sk-demo-not-a-real-key\n")
+    if os.geteuid() == 0:  # the runs' user writes where the policy lets the agent write
+        for path in (base / "notes", base / "notes" / "todo.md"):
+            os.chown(path, NOBODY_UID, NOBODY_UID)
     return PermissionPolicy(
         base=base,
         default_verdict=ActionVerdict.deny,
@@ -133,6 +144,18 @@ def _script(host_secret: Path, port: int) -> list[dict[str, object]]:
     ]
 
 
+def report_value(verdicts: list[Message], name: str) -> str | None:
+    """What the isolation report said for ``name`` (e.g. ``readable``), if it said."""
+    if not verdicts:
+        return None
+    for line in json.loads(verdicts[-1].content)["value"].splitlines():
+        _, _, pair = line.partition(" ")
+        key, _, value = pair.strip().partition("=")
+        if key == name:
+            return value
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m roboz.examples.sandbox_demo",
@@ -152,17 +175,25 @@ def main(argv: list[str] | None = None) -> int:
     ):
         project = Path(project_dir)
         policy = _project(project)
-        host_secret = project / "secrets" / "api.key"  # exists on the host, not in the sandbox
+        # Outside the project on the host: not bound into the sandbox at all.
+        host_secret = Path(project_dir + "-outside") / "api.key"
+        host_secret.parent.mkdir()
+        host_secret.write_text("sk-demo-outside\n")
         port = listener.getsockname()[1]  # a host service the sandbox must not reach
         try:
-            with local_helper({"isolation.sh": ISOLATION_SCRIPT}) as helper:
+            with local_helper({"isolation.sh": ISOLATION_SCRIPT}, workdir=project) as helper:
                 print(f"helper serving {helper.socket_path}; project {project}\n")
                 endpoint = MockLLMEndpoint(_script(host_secret, port))
                 agent = Agent(
                     name="sandbox-demo",
                     system_prompt="You keep the user's notes and check the sandbox.",
                     agent_endpoint=endpoint,
-                    tools=[get_run_shell_script(helper.socket_path), check_isolation, stop],
+                    tools=[
+                        # The agent's policy narrows every run: one policy, two enforcers.
+                        get_run_shell_script(helper.socket_path, file_policy=policy),
+                        check_isolation,
+                        stop,
+                    ],
                     auto_loaded_skills=[
                         filesystem_skill(FilesystemContext(permissions=policy, pipe=pipe))
                     ],
@@ -172,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         except HelperStartError as error:
             print(f"sandbox demo: {error}", file=sys.stderr)
             return 1
+        finally:
+            shutil.rmtree(host_secret.parent, ignore_errors=True)
         verdicts = [m for m in messages if m.caller == "check_isolation"]
         todo = (project / "notes" / "todo.md").read_text()
         leaked = (project / "notes" / "key.txt").exists()
@@ -187,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         reason = event.reason or "denied by policy"
         print(f"  denied: {event.tool} {event.operation} {event.path} ({reason})")
     print(f"  secret copied into notes: {'YES' if leaked else 'no'}")
+    in_run = report_value(verdicts, "denied_secret")
+    print(f"  denied secret read inside the sandbox (secrets/api.key): "
+          f"{'YES' if in_run == 'readable' else 'no' if in_run else 'not tried'}")  # fmt: skip
     print(f"  todo patched: {'yes' if '- [x] try the sandbox' in todo else 'NO'}")
     print(f"  sandbox isolation held: {'yes' if held else 'NO'}")
     if verdicts:

@@ -66,13 +66,17 @@ class LocalHelper:
 
 
 @contextlib.contextmanager
-def local_helper(scripts: Mapping[str, str]) -> Generator[LocalHelper, None, None]:
-    """Write ``scripts`` and a policy under a fresh directory, serve them, clean up after."""
+def local_helper(
+    scripts: Mapping[str, str], workdir: Path | None = None
+) -> Generator[LocalHelper, None, None]:
+    """Write ``scripts`` and a policy under a fresh directory, serve them, clean up after.
+    ``workdir`` (e.g. the agent's project) is the runs' working directory; by default a
+    fresh one next to the scripts."""
     # /var/tmp, not /tmp: every run gets a private /tmp, which would hide a workdir there.
     base = Path(tempfile.mkdtemp(prefix="roboz-demo-", dir="/var/tmp"))
     base.chmod(0o755)
     try:
-        helper = _prepare(base, scripts)
+        helper = _prepare(base, scripts, workdir)
         # A file, not a pipe: nobody reads a pipe while the demo runs, and a full one would
         # block the daemon.
         log_path = base / "helper.log"
@@ -101,10 +105,10 @@ def local_helper(scripts: Mapping[str, str]) -> Generator[LocalHelper, None, Non
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _prepare(base: Path, scripts: Mapping[str, str]) -> LocalHelper:
-    scripts_dir, work = base / "scripts", base / "work"
+def _prepare(base: Path, scripts: Mapping[str, str], workdir: Path | None) -> LocalHelper:
+    scripts_dir, work = base / "scripts", (workdir or base / "work")
     scripts_dir.mkdir(mode=0o755)  # the helper refuses scripts others could change
-    work.mkdir()
+    work.mkdir(exist_ok=True)
     if os.geteuid() == 0:
         os.chown(work, NOBODY_UID, NOBODY_UID)  # the runs' own user writes the workspace
     for name, text in scripts.items():

@@ -6,7 +6,9 @@ import os
 from typing import TYPE_CHECKING
 
 from roboz.deployment import Capability, RuntimeValue, ToolLabel
+from roboz.shed.capabilities.files import PERMISSIONS
 from roboz.shed.dependency_health import HelperSocketDependency
+from roboz.shed.guard._policy import PermissionPolicy
 from roboz.shed.safe_scripts.client import SafeScriptsClient
 from roboz.shed.safe_scripts.tool import get_run_shell_script
 
@@ -21,7 +23,9 @@ SAFE_SCRIPTS_LABEL = ToolLabel("run_shell_script", selectable=True)
 
 class SafeScripts(Capability):
     """Lists and runs the scripts the helper's policy allows this process; declares the
-    helper socket as an external dependency."""
+    helper socket as an external dependency. On an agent with guarded files (its
+    ``permissions`` attribute) every run is narrowed by that same PermissionPolicy: what the
+    file tools deny is absent inside the sandbox too."""
 
     def __init__(
         self,
@@ -39,7 +43,10 @@ class SafeScripts(Capability):
         self.timeout = timeout
 
     def build(self, agent: DeployableAgent, pipe: EventPipe) -> tuple[RuntimeValue, ...]:
-        client = SafeScriptsClient(self.socket_path, timeout=self.timeout)
+        # The agent's file policy, if it has one, goes with every run (a restriction only).
+        permissions = agent.attributes.get(PERMISSIONS)
+        file_policy = permissions if isinstance(permissions, PermissionPolicy) else None
+        client = SafeScriptsClient(self.socket_path, timeout=self.timeout, file_policy=file_policy)
         return (get_run_shell_script(client),)
 
     def external_dependencies(self) -> tuple[ExternalDependency, ...]:

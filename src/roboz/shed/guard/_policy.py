@@ -14,6 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from roboz_helper.file_policy import (
+    FileMatcher,
+    FilePolicy,
+    FilePolicyError,
+    FileRule,
+    parse_file_policy,
+)
+
 from roboz.shed.guard._patterns import (
     absolute_pattern,
     components,
@@ -61,7 +69,7 @@ class PermissionPolicy:
     deny: Sequence[PermissionRule] = ()
     ask: Sequence[PermissionRule] = ()
     precedence: ActionVerdict = ActionVerdict.deny
-    _matchers: dict[Operation, re.Pattern[str]] = field(init=False, repr=False)
+    _matcher: FileMatcher = field(init=False, repr=False)
     _bulk: dict[Operation, re.Pattern[str]] = field(init=False, repr=False)
     _order: tuple[ActionVerdict, ...] = field(init=False, repr=False)
     _name_matchers: dict[tuple[tuple[ActionVerdict, str], ...], re.Pattern[str]] = field(
@@ -94,27 +102,44 @@ class PermissionPolicy:
             ActionVerdict.deny: self.deny,
             ActionVerdict.ask: self.ask,
         }
+        for name in ("allow", "deny", "ask"):
+            for rule in getattr(self, name):
+                if not isinstance(rule, PermissionRule):
+                    raise TypeError(f"rules must be PermissionRule, got {rule!r}")
+
+        # The decision itself is the helper's matcher (one for both enforcers); the bulk
+        # matchers below only speed up deciding many paths at once, by the same patterns.
+        def wire_rules(rules: tuple[PermissionRule, ...]) -> tuple[FileRule, ...]:
+            return tuple(
+                FileRule(pattern=rule.pattern,
+                         operations=tuple(op.value for op in Operation if op in rule.operations))
+                for rule in rules
+            )  # fmt: skip
+
+        wire = FilePolicy(
+            base=base,
+            default=self.default_verdict.value,
+            precedence="allow" if self.precedence is ActionVerdict.allow else "deny",
+            allow=wire_rules(tuple(self.allow)),
+            deny=wire_rules(tuple(self.deny)),
+            ask=wire_rules(tuple(self.ask)),
+        )
+        setattr_(self, "_matcher", FileMatcher(wire))
         compiled: list[_CompiledRule] = []
-        setattr_(self, "_matchers", {})
         setattr_(self, "_bulk", {})
         for operation in Operation:
-            single: list[str] = []
             bulk: list[str] = []
             for verdict in order:
-                patterns: list[str] = []
-                for rule in groups[verdict]:
-                    if not isinstance(rule, PermissionRule):
-                        raise TypeError(f"rules must be PermissionRule, got {rule!r}")
-                    if operation in rule.operations:
-                        patterns.append(absolute_pattern(rule.pattern, base))
+                patterns = [
+                    absolute_pattern(rule.pattern, base)
+                    for rule in groups[verdict]
+                    if operation in rule.operations
+                ]
                 if patterns:
-                    name = verdict.value
-                    single.append(f"(?P<{name}>{'|'.join(pattern_regex(p) for p in patterns)})")
                     bulk.append(
-                        f"(?P<{name}>"
+                        f"(?P<{verdict.value}>"
                         f"{'|'.join(pattern_regex(p, multiline=True) for p in patterns)})"
                     )
-            self._matchers[operation] = re.compile("|".join(single) or "(?!)", re.DOTALL)
             self._bulk[operation] = re.compile(
                 "^(?:" + ("|".join(bulk) or "(?!)") + ")$", re.MULTILINE
             )
@@ -133,11 +158,9 @@ class PermissionPolicy:
         return normalize(path, self._base)
 
     def decide(self, path: str, operation: Operation) -> ActionVerdict:
-        """The verdict for a normalized absolute path (see ``normalize``)."""
-        match = self._matchers[operation].fullmatch(path if path != "/" else "")
-        if match is None:
-            return self.default_verdict
-        return ActionVerdict(match.lastgroup or self.default_verdict)
+        """The verdict for a normalized absolute path (see ``normalize``): the helper's
+        matcher's, the one the sandbox's view of a run's workdir is built from too."""
+        return ActionVerdict(self._matcher.decide(path, operation.value))
 
     def verdict(self, path: str | os.PathLike[str], operation: Operation) -> ActionVerdict:
         """The verdict for any path (relative to base or absolute); no file system access."""
@@ -237,19 +260,57 @@ class PermissionPolicy:
 
         ``{allow}`` means the whole subtree is allowed, so it needs no per-entry checks.
         """
-        parts = components(directory)
-        found: set[ActionVerdict] = set()
-        covered = False
-        for rule in self._rules:
-            if operation not in rule.operations:
-                continue
-            if may_match_below(rule.parts, parts):
-                found.add(rule.verdict)
-            if not covered and covers_all_below(rule.parts, parts):
-                covered = True
-        if not covered:
-            found.add(self.default_verdict)
-        return frozenset(found)
+        found = self._matcher.verdicts_below(directory, operation.value)
+        return frozenset(ActionVerdict(verdict) for verdict in found)
+
+    @property
+    def file_policy(self) -> FilePolicy:
+        """This policy in the file and wire format (what a SafeScripts run is narrowed by)."""
+        return self._matcher.policy
+
+    @classmethod
+    def from_file_policy(cls, policy: FilePolicy) -> PermissionPolicy:
+        """The PermissionPolicy of a decoded (and checked) file policy."""
+        groups = {
+            verdict: tuple(
+                PermissionRule(
+                    pattern=rule.pattern,
+                    operations=frozenset(Operation(op) for op in rule.operations),
+                )
+                for rule in getattr(policy, verdict)
+            )
+            for verdict in ("allow", "deny", "ask")
+        }
+        return cls(
+            base=Path(policy.base),
+            default_verdict=ActionVerdict(policy.default),
+            precedence=ActionVerdict(policy.precedence),
+            allow=groups["allow"],
+            deny=groups["deny"],
+            ask=groups["ask"],
+        )
+
+    @classmethod
+    def from_toml(cls, text: str | bytes, *, origin: str = "policy") -> PermissionPolicy:
+        """A policy from TOML (the format of ``roboz_helper.file_policy``); raises
+        ``FilePolicyError`` (a ValueError) naming ``origin`` and the field, e.g.
+        ``policy: ask[0].pattern: pattern '**a': '**' must be a whole path component``.
+        The base must be an existing directory."""
+        policy = parse_file_policy(text, origin=origin)
+        if not os.path.isdir(policy.base):
+            raise FilePolicyError(f"{origin}: base: {policy.base} is not an existing directory")
+        return cls.from_file_policy(policy)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> PermissionPolicy:
+        """``from_toml`` of the file at ``path``; FilePolicyError when it cannot be read."""
+        try:
+            data = Path(path).read_bytes()
+        except OSError as error:
+            raise FilePolicyError(
+                f"cannot read policy {os.fspath(path)}: {error.strerror}"
+            ) from None
+        return cls.from_toml(data, origin=os.fspath(path))
 
     def rules_text(self) -> str:
         """A short human-readable summary, for instructions and messages (the MCP server

@@ -17,8 +17,10 @@ from types import TracebackType
 
 import msgspec
 from roboz_helper import protocol
+from roboz_helper.file_policy import FilePolicy
 from roboz_helper.protocol import ExecCommand, Greeting, ListScripts, RunScript
 
+from roboz.shed.guard._policy import PermissionPolicy
 from roboz.shed.safe_scripts.client import (
     DEFAULT_CAPTURE_BYTES,
     HEADER_SIZE,
@@ -153,7 +155,7 @@ class ScriptStream:
                     return
         conn = await _connect(client)
         try:
-            greeting = check_greeting(await conn.read())
+            greeting = check_greeting(await conn.read(), request.file_policy is not None)
         except (ClientRefused, HelperBusy) as exc:
             conn.close()
             self.result = refused_result(exc)
@@ -246,8 +248,9 @@ class AsyncSafeScriptsClient(ClientSettings):
         timeout: float = 10.0,
         max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
         reuse_connections: bool = True,
+        file_policy: PermissionPolicy | FilePolicy | None = None,
     ) -> None:
-        super().__init__(socket_path, timeout, max_capture_bytes, reuse_connections)
+        super().__init__(socket_path, timeout, max_capture_bytes, reuse_connections, file_policy)
         self.idle = _IdleConnections()
 
     def close(self) -> None:
@@ -276,11 +279,11 @@ class AsyncSafeScriptsClient(ClientSettings):
 
     def stream_script(self, path: str, args: Sequence[str] = ()) -> ScriptStream:
         """Run ``path`` with ``args``, yielding its output as it arrives."""
-        return ScriptStream(self, script_request(path, args))
+        return ScriptStream(self, script_request(path, args, self.file_policy))
 
     def stream_command(self, argv: Sequence[str]) -> ScriptStream:
         """Run an allowlisted executable (argv[0] its absolute path), yielding its output."""
-        return ScriptStream(self, command_request(argv))
+        return ScriptStream(self, command_request(argv, self.file_policy))
 
     async def run_script(
         self, path: str, args: Sequence[str] = (), on_output: OutputCallback | None = None

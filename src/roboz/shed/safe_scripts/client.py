@@ -26,6 +26,7 @@ from typing import NoReturn
 
 import msgspec
 from roboz_helper import protocol
+from roboz_helper.file_policy import FilePolicy
 from roboz_helper.protocol import (
     Closing,
     ExecCommand,
@@ -40,6 +41,7 @@ from roboz_helper.protocol import (
 )
 
 from roboz.runtime.tracecontext import current_trace_id
+from roboz.shed.guard._policy import PermissionPolicy
 
 OutputCallback = Callable[[str, bytes], None]
 
@@ -173,26 +175,44 @@ def connect_error(exc: OSError, socket_path: str) -> SafeScriptsError:
     return HelperUnavailable(f"cannot connect to {socket_path}: {exc}")
 
 
-def script_request(path: str, args: Sequence[str]) -> RunScript:
-    """The request to run ``path``, carrying the trace id in force (if any) to the helper's log."""
-    return RunScript(path=path, args=list(args), trace_id=current_trace_id())
+def script_request(
+    path: str, args: Sequence[str], file_policy: FilePolicy | None = None
+) -> RunScript:
+    """The request to run ``path``, carrying the trace id in force (if any) to the helper's log
+    and the file policy that narrows the run."""
+    return RunScript(
+        path=path, args=list(args), trace_id=current_trace_id(), file_policy=file_policy
+    )
 
 
-def command_request(argv: Sequence[str]) -> ExecCommand:
+def command_request(argv: Sequence[str], file_policy: FilePolicy | None = None) -> ExecCommand:
     """The request to run ``argv``, carrying the trace id in force (if any)."""
-    return ExecCommand(argv=list(argv), trace_id=current_trace_id())
+    return ExecCommand(argv=list(argv), trace_id=current_trace_id(), file_policy=file_policy)
 
 
-def check_greeting(frame: protocol.Response) -> Greeting:
-    """The helper's first frame: a greeting in our protocol version, or why not."""
+def wire_policy(policy: PermissionPolicy | FilePolicy | None) -> FilePolicy | None:
+    """What a run request carries of the agent's file policy."""
+    return policy.file_policy if isinstance(policy, PermissionPolicy) else policy
+
+
+def check_greeting(frame: protocol.Response, restricting: bool = False) -> Greeting:
+    """The helper's first frame: a greeting in a protocol version we speak, or why not. With
+    ``restricting`` (the run carries a file policy) the helper must be able to apply it:
+    one that cannot would run the script unrestricted, so the run does not happen."""
     if isinstance(frame, RunCompletion):
         _raise_for_handshake(frame)
     if not isinstance(frame, Greeting):
         raise ProtocolMismatch(f"expected a greeting, got {type(frame).__name__}")
-    if frame.protocol_version != protocol.PROTOCOL_VERSION:
+    version = frame.protocol_version
+    if not protocol.MIN_PROTOCOL_VERSION <= version <= protocol.PROTOCOL_VERSION:
         raise ProtocolMismatch(
-            f"helper speaks protocol {frame.protocol_version}, "
-            f"this client speaks {protocol.PROTOCOL_VERSION}"
+            f"helper speaks protocol {version}, this client speaks "
+            f"{protocol.MIN_PROTOCOL_VERSION}..{protocol.PROTOCOL_VERSION}"
+        )
+    if restricting and version < protocol.FILE_POLICY_VERSION:
+        raise ProtocolMismatch(
+            f"helper speaks protocol {version}, which cannot narrow a run by a file policy "
+            f"(needs {protocol.FILE_POLICY_VERSION}); not running it unrestricted"
         )
     return frame
 
@@ -322,11 +342,14 @@ class ClientSettings:
         timeout: float = 10.0,
         max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
         reuse_connections: bool = True,
+        file_policy: PermissionPolicy | FilePolicy | None = None,
     ) -> None:
         self.socket_path = os.fspath(socket_path)
         self.timeout = timeout
         self.max_capture_bytes = max_capture_bytes
         self.reuse_connections = reuse_connections
+        # Every run of this client is narrowed by it (the agent's guarded-files policy).
+        self.file_policy = wire_policy(file_policy)
 
 
 class SafeScriptsClient(ClientSettings):
@@ -335,7 +358,8 @@ class SafeScriptsClient(ClientSettings):
     `timeout` bounds connecting and each wait for a frame; while a run is in progress the wait
     is stretched to the run's own time limit announced in the greeting. Runs reuse kept
     connections (one run at a time on each) unless `reuse_connections` is False; `close()`
-    drops the idle ones.
+    drops the idle ones. With `file_policy` (the agent's PermissionPolicy) every run is
+    narrowed by it inside the sandbox; a helper too old to apply it gets no run at all.
     """
 
     def __init__(
@@ -344,8 +368,9 @@ class SafeScriptsClient(ClientSettings):
         timeout: float = 10.0,
         max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
         reuse_connections: bool = True,
+        file_policy: PermissionPolicy | FilePolicy | None = None,
     ) -> None:
-        super().__init__(socket_path, timeout, max_capture_bytes, reuse_connections)
+        super().__init__(socket_path, timeout, max_capture_bytes, reuse_connections, file_policy)
         self._idle: list[_Connection] = []
         self._lock = threading.Lock()
 
@@ -385,13 +410,13 @@ class SafeScriptsClient(ClientSettings):
         on_output: OutputCallback | None = None,
     ) -> ShellScriptResult:
         """Run `path` (relative to the profile's scripts directory) with `args`."""
-        return self._run(script_request(path, args), on_output)
+        return self._run(script_request(path, args, self.file_policy), on_output)
 
     def exec_command(
         self, argv: Sequence[str], on_output: OutputCallback | None = None
     ) -> ShellScriptResult:
         """Run an allowlisted executable; argv[0] must be its absolute path."""
-        return self._run(command_request(argv), on_output)
+        return self._run(command_request(argv, self.file_policy), on_output)
 
     # --- internals ----------------------------------------------------------------------------
 
@@ -438,7 +463,7 @@ class SafeScriptsClient(ClientSettings):
                     pass  # the helper closed it unread: once more on a new connection
         conn = self._connect()
         try:
-            greeting = check_greeting(conn.read())
+            greeting = check_greeting(conn.read(), request.file_policy is not None)
         except (ClientRefused, HelperBusy) as exc:
             conn.sock.close()
             return refused_result(exc)

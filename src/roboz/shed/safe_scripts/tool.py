@@ -10,14 +10,16 @@ from __future__ import annotations
 import codecs
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from pydantic import Field
+from roboz_helper.file_policy import FilePolicy, rules_text
 
 from roboz.agent.drivers import drive
 from roboz.models import Empty, Message, Str
 from roboz.runtime.events import ToolOutput, current_pipe
+from roboz.shed.guard._policy import PermissionPolicy
 from roboz.shed.safe_scripts.aio import AsyncSafeScriptsClient
 from roboz.shed.safe_scripts.client import (
     OutputCallback,
@@ -164,15 +166,28 @@ def shell_script_context(
     *,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
     max_live_chars: int = DEFAULT_MAX_LIVE_CHARS,
+    file_policy: PermissionPolicy | None = None,
 ) -> ShellScriptContext:
-    """The context of run_shell_script for the helper at ``client_or_socket_path``."""
+    """The context of run_shell_script for the helper at ``client_or_socket_path``; with
+    ``file_policy`` (the agent's) every run is narrowed by it, also through a given client."""
     client = (
         client_or_socket_path
         if isinstance(client_or_socket_path, SafeScriptsClient)
         else SafeScriptsClient(client_or_socket_path)
     )
+    if file_policy is not None:
+        client = SafeScriptsClient(
+            client.socket_path,
+            timeout=client.timeout,
+            max_capture_bytes=client.max_capture_bytes,
+            reuse_connections=client.reuse_connections,
+            file_policy=_narrowest(client.file_policy, file_policy),
+        )
     aclient = AsyncSafeScriptsClient(
-        client.socket_path, timeout=client.timeout, max_capture_bytes=client.max_capture_bytes
+        client.socket_path,
+        timeout=client.timeout,
+        max_capture_bytes=client.max_capture_bytes,
+        file_policy=client.file_policy,
     )
     return ShellScriptContext(client, aclient, max_output_chars, max_live_chars)
 
@@ -182,19 +197,47 @@ def get_run_shell_script(
     *,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
     max_live_chars: int = DEFAULT_MAX_LIVE_CHARS,
+    file_policy: PermissionPolicy | None = None,
 ) -> Tool:
     """The run_shell_script tool talking to the helper through ``client_or_socket_path``.
 
     The result gives the LLM at most ``max_output_chars`` of each stream; while a script runs,
-    its first ``max_live_chars`` characters of output are emitted as ToolOutput events.
+    its first ``max_live_chars`` characters of output are emitted as ToolOutput events. With
+    ``file_policy`` (the agent's guarded-files policy) what it denies is absent in every run.
     """
-    return _run_shell_script(
-        shell_script_context(
-            client_or_socket_path,
-            max_output_chars=max_output_chars,
-            max_live_chars=max_live_chars,
-        )
+    context = shell_script_context(
+        client_or_socket_path,
+        max_output_chars=max_output_chars,
+        max_live_chars=max_live_chars,
+        file_policy=file_policy,
     )
+    built = _run_shell_script(context)
+    narrowing = context.client.file_policy
+    if narrowing is None:
+        return built
+    # The composed view, where the LLM and show_agent_info both read it: the file policy the
+    # guarded file tools enforce is the one every run is narrowed by.
+    return replace(built, instruction=built.instruction + _policy_note(narrowing))
+
+
+def _policy_note(policy: FilePolicy) -> str:
+    rules = rules_text(policy).replace("\n", "\n    ")
+    return (
+        "\n\nEvery run sees the files through your file policy (the same one your file "
+        "tools obey, narrowed further by the helper's own): what it denies is absent inside "
+        "the run, what it does not let you write is read-only.\n    " + rules
+    )
+
+
+def _narrowest(current: FilePolicy | None, new: PermissionPolicy) -> FilePolicy:
+    """A client already narrowed by another policy cannot be narrowed by two on the wire;
+    refuse rather than drop either (the caller composes them into one PermissionPolicy)."""
+    if current is not None and current != new.file_policy:
+        raise ValueError(
+            "the client already carries a different file_policy; pass one policy "
+            "(the agent's), not two"
+        )
+    return new.file_policy
 
 
 def _helper_error(script: str | None, error: SafeScriptsError) -> ShellScriptOutcome:
