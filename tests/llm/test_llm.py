@@ -100,3 +100,24 @@ def test_local_endpoints_stream_in_chunks_when_asked() -> None:
     whole: list[str] = []
     MockLLMEndpoint([""]).complete([], on_delta=whole.append)
     assert whole == [""]
+
+
+def test_only_errors_about_the_reply_ask_the_llm_again() -> None:
+    from roboz.llm.completion import ReplyRejected, complete_validated
+
+    def strict(text: str) -> str:
+        if text == "bad":
+            raise ReplyRejected("say good")
+        return text
+
+    mock = MockLLMEndpoint(["bad", "good"])
+    value, _, repairs = complete_validated(mock, [], strict)
+    assert value == "good" and len(repairs) == 2
+
+    def buggy(text: str) -> str:
+        raise ValueError("a bug in the parser, not in the reply")
+
+    mock = MockLLMEndpoint(["fine", "never asked"])
+    with pytest.raises(ValueError, match="a bug in the parser"):
+        complete_validated(mock, [], buggy)
+    assert mock.calls == 1

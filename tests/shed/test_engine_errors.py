@@ -84,3 +84,16 @@ def test_the_agent_run_goes_on(ws):
     [report] = tool_results(messages, "execute_file_command")
     assert "internal error (Broken) while running" in report
     assert "exit status 2" in report
+
+
+def test_an_os_error_without_errno_reports_its_text(tmp_path, monkeypatch):
+    def prepare(inv: Invocation) -> Prepared:
+        def run(stdin: bytes):
+            raise OSError("the mount went away")
+
+        return Prepared(run, [])
+
+    monkeypatch.setitem(engine.PREPARERS, "pwd", prepare)
+    result = make_workspace(tmp_path).run("pwd:CMD")
+    assert result.commands[0].stderr == "the mount went away"
+    assert "None" not in result.value

@@ -243,7 +243,7 @@ def _native(argv, cwd):
     import subprocess
 
     completed = subprocess.run(argv, cwd=cwd, capture_output=True, check=True)
-    return completed.stdout.decode("utf-8", "replace")
+    return completed.stdout.decode("utf-8", "backslashreplace")  # as the engine shows bytes
 
 
 def test_wc_and_tail_stream_large_files_like_coreutils(ws):

@@ -128,6 +128,9 @@ def test_a_wrong_url_is_one_line_naming_the_server(tmp_path: Path) -> None:
     garbage = run_cli("threads", "migrate", "--url", "mysql://u:secret@h/db", cwd=tmp_path)
     assert_one_line_error(garbage, 2, "not a PostgreSQL URL")
     assert "secret" not in garbage.stderr
+    # libpq would check the port only when connecting, as if the server were down.
+    typo = run_cli("threads", "migrate", "--url", "postgresql://u@:notaport/x", cwd=tmp_path)
+    assert_one_line_error(typo, 2, "port 'notaport' is not a number")
 
 
 def test_a_schema_holding_foreign_tables_is_refused(postgres_cluster: Cluster) -> None:

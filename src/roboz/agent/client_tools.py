@@ -224,7 +224,3 @@ def client_tools(specs: Sequence[ClientToolSpec | Mapping[str, Any]]) -> list[To
     if len(set(names)) != len(names):
         raise AgentConfigurationError(f"client tool names must be unique: {names}")
     return tools
-
-
-def is_client_tool(tool: Tool) -> bool:
-    return tool.func is _executed_by_the_client

@@ -160,7 +160,9 @@ def reason_of(error: Exception) -> str:
     return str(error)
 
 
-REPLY_ERRORS = (ReplyRejected, ValidationError, ValueError)
+REPLY_ERRORS = (ReplyRejected, ValidationError)
+"""What a reply parser raises about the reply: sent back to the LLM as a repair. Any other
+error (a ValueError from a bug in the parser) is not the reply's fault and propagates."""
 
 
 def complete_validated(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.from_thread
@@ -61,6 +61,33 @@ class _ElicitingUserIO:
 
     def notify(self, message: str) -> None:
         logger.info("%s", message)
+
+
+def unencodable(tool: str, arguments: dict[str, Any]) -> str | None:
+    """The reply refusing a call whose text cannot be encoded as UTF-8, or None.
+
+    JSON lets a client send a lone surrogate (``"\\ud800"``); no tool can use it, and deep
+    inside one it fails as UnicodeEncodeError. Refusing it here does not keep a client from a
+    file whose name is not UTF-8: replies show such a name with ``\\xHH`` escapes, and a
+    glob (``*`` in place of the escaped bytes) names it.
+    """
+    pending: list[tuple[str, Any]] = list(arguments.items())
+    while pending:
+        where, value = pending.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as error:
+                return (
+                    f"{tool}: invalid input: {where} contains text that cannot be encoded as "
+                    f"UTF-8 ({error.reason} at character {error.start}); send valid Unicode "
+                    "text only (a name shown with \\xHH escapes is named by a glob, * in place "
+                    "of the escaped bytes); nothing ran"
+                )
+        elif isinstance(value, list | tuple):
+            items = cast("Sequence[Any]", value)
+            pending.extend((f"{where}[{index}]", item) for index, item in enumerate(items))
+    return None
 
 
 def run_chain(tools: Sequence[Tool], value: Empty) -> Empty:
@@ -142,6 +169,9 @@ def build_server(
         value: list[tuple[str, TagName]],
         ctx: Context[Any, Any, Any],
     ) -> str:
+        refused = unencodable("run_file_command", {"value": value})
+        if refused is not None:
+            return refused
         try:
             command = file_command[0].input_type.model_validate({"value": value})
         except ValidationError as error:
@@ -156,14 +186,11 @@ def build_server(
         ctx: Context[Any, Any, Any],
         replace_all: bool = False,
     ) -> str:
-        request = patch[0].input_type.model_validate(
-            {
-                "path": path,
-                "old_string": old_string,
-                "new_string": new_string,
-                "replace_all": replace_all,
-            }
-        )
+        arguments = {"path": path, "old_string": old_string, "new_string": new_string}
+        refused = unencodable("apply_patch", arguments)
+        if refused is not None:
+            return refused
+        request = patch[0].input_type.model_validate({**arguments, "replace_all": replace_all})
         return await guarded(ctx, lambda: run_chain(patch, request))
 
     @server.tool(name="process_pdf", description=read_pdf[0].instruction, annotations=reads)
@@ -173,6 +200,9 @@ def build_server(
         start_page: int = 1,
         end_page: int | None = None,
     ) -> str:
+        refused = unencodable("process_pdf", {"path": path})
+        if refused is not None:
+            return refused
         try:
             request = read_pdf[0].input_type.model_validate(
                 {"path": path, "start_page": start_page, "end_page": end_page}
@@ -194,9 +224,11 @@ def build_server(
             script: str | None = None,
             args: list[str] | None = None,
         ) -> str:
-            request = script_tool.input_type.model_validate(
-                {"script": script, "args": list(args or [])}
-            )
+            arguments = {"script": script, "args": list(args or [])}
+            refused = unencodable("run_shell_script", arguments)
+            if refused is not None:
+                return refused
+            request = script_tool.input_type.model_validate(arguments)
             return await guarded(ctx, lambda: script_tool.run(request, []))
 
     return server

@@ -14,7 +14,6 @@ thread (coverage is per thread), a memory version or a retention pass its projec
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -271,8 +270,3 @@ class LedgerMixin:
                 return False
             conn.execute("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
         return True
-
-
-def this_process(run: RunInfo) -> bool:
-    """Whether ``run`` is held by a run of this process."""
-    return run.lease_pid == os.getpid()

@@ -119,8 +119,14 @@ def describe(url: str) -> str:
             f"not a PostgreSQL URL {redacted(url)!r}: "
             + _first_line(error).replace(url, redacted(url))
         ) from None
-    host = params.get("host") or "localhost"
     port = params.get("port") or "5432"
+    # libpq checks the port only when it connects, where a typo would read as a server that
+    # is down; one port per host, comma-separated.
+    if not all(part.isdigit() or not part for part in str(port).split(",")):
+        raise ThreadStoreError(
+            f"not a PostgreSQL URL {redacted(url)!r}: port {port!r} is not a number"
+        )
+    host = params.get("host") or "localhost"
     database = params.get("dbname") or params.get("user") or "(default)"
     return f"PostgreSQL at {host}:{port} (database {database})"
 

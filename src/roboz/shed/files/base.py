@@ -6,12 +6,14 @@ with the pinned descriptors, so nothing runs unless all of its checks passed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from roboz.shed.files.globs import expand, has_glob, reject_unsupported
 from roboz.shed.files.parser import Call, CommandSyntaxError, Parsed
 from roboz.shed.files.process import Outcome
+from roboz.shed.files.report import shown
 from roboz.shed.files.tokens import Tag
 from roboz.shed.guard import AccessError, CommandGuard, Pinned, require_regular
 from roboz.shed.models import Operation
@@ -49,6 +51,13 @@ class Invocation:
                 raise CommandSyntaxError(f"{self.name}: {value!r} is a path here; tag it PTH")
             if not value:
                 raise CommandSyntaxError(f"{self.name}: empty path")
+            try:
+                os.fsencode(value)
+            except UnicodeEncodeError as error:
+                raise CommandSyntaxError(
+                    f"{self.name}: path {shown(value)} is not a file name ({error.reason} at "
+                    f"character {error.start})"
+                ) from None
             if has_glob(value):
                 if not glob:
                     raise CommandSyntaxError(
@@ -119,4 +128,5 @@ def ok(stdout: bytes = b"", stderr: bytes = b"", status: int = 0) -> Outcome:
 
 def failures(errors: list[str]) -> Outcome:
     """Status 1 with one stderr line per error, or success when there were none."""
-    return Outcome(1 if errors else 0, b"", "".join(f"{error}\n" for error in errors).encode())
+    # Errors name files, and a name that is not UTF-8 is surrogate-escaped: back to its bytes.
+    return Outcome(1 if errors else 0, b"", os.fsencode("".join(f"{error}\n" for error in errors)))

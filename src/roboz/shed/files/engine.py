@@ -44,7 +44,8 @@ CheckedHook = Callable[[Call], None]
 
 
 def _decode(data: bytes) -> str:
-    return data.decode("utf-8", "replace")
+    # Lossless: bytes that are not UTF-8 (a file name, binary content) read as \xHH.
+    return data.decode("utf-8", "backslashreplace")
 
 
 def parse(
@@ -172,7 +173,8 @@ class FileCommandEngine:
         except PermissionDenied as error:
             return CommandReport(call.text, "denied", DENIED_STATUS, reason=str(error)), None
         except (AccessError, OSError) as error:
-            reason = str(error) if isinstance(error, AccessError) else str(error.strerror)
+            # An OSError raised without an errno (by our own code) has no strerror, only text.
+            reason = str(error) if isinstance(error, AccessError) else error.strerror or str(error)
             return CommandReport(call.text, "ran", 1, stderr=reason), Outcome(1, b"", b"")
         except Exception as error:  # as in the prepare stage: report it, keep the run going
             reason = (

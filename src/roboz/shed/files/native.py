@@ -32,13 +32,13 @@ def _rewrite(data: bytes, names: dict[int, str], dotted: frozenset[int] = frozen
     if b"/proc/self/fd/" not in data:
         return data
     for fd in dotted:  # directories given as /proc/self/fd/N/. (see prepare_diff)
-        shown = names[fd].encode()
+        shown = os.fsencode(names[fd])
         data = data.replace(b"/proc/self/fd/%d/./" % fd, shown + b"/")
         literal = shown.replace(b"\\", b"\\\\")  # re.sub treats backslashes specially
         data = re.sub(rb"/proc/self/fd/%d/\.(?=[:\s]|$)" % fd, literal, data)
     # Longest descriptor numbers first, so /proc/self/fd/31 is not read as fd 3 + "1".
     for fd in sorted(names, key=lambda number: -len(str(number))):
-        data = data.replace(b"/proc/self/fd/%d" % fd, names[fd].encode())
+        data = data.replace(b"/proc/self/fd/%d" % fd, os.fsencode(names[fd]))
     return data
 
 
@@ -334,7 +334,7 @@ def prepare_gio_trash(inv: Invocation) -> Prepared:
             if item.st is None:
                 continue
             if not same_entry(item):
-                status, err = 1, err + f"gio trash: {display}: changed since checked\n".encode()
+                status, err = 1, err + os.fsencode(f"gio trash: {display}: changed since checked\n")
                 continue
             outcome = run_binary(
                 [binary, "trash", *(["-f"] if force else []), "--", item.name],

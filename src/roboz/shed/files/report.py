@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -9,6 +10,20 @@ from pydantic import Field
 from roboz.models import Str
 
 DISPLAY_LIMIT = 20_000
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(found: re.Match[str]) -> str:
+    code = ord(found.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def shown(text: str) -> str:
+    """``text`` as the LLM is shown it: a file name's bytes that are not UTF-8 (which
+    ``os.fsdecode`` turns into surrogates U+DC80..U+DCFF) as ``\\xHH``, the way output
+    bytes are shown, and any other lone surrogate as ``\\uXXXX``. The result always
+    encodes as UTF-8, so a report can be stored and sent."""
+    return text if text.isascii() else _SURROGATE.sub(_escape, text)
 
 
 @dataclass
@@ -60,4 +75,4 @@ def render(commands: list[CommandReport], exit_status: int, limit: int = DISPLAY
             lines.append("--- stdout\n" + _cap(command.stdout, per_command).rstrip("\n"))
         if command.stderr:
             lines.append("--- stderr\n" + _cap(command.stderr, per_command // 4).rstrip("\n"))
-    return "\n".join(lines)
+    return shown("\n".join(lines))

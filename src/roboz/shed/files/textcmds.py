@@ -67,7 +67,7 @@ def prepare_pwd(inv: Invocation) -> Prepared:
     if inv.parsed.operands:
         raise CommandSyntaxError("pwd takes no operands")
     base = inv.guard.policy.base_path
-    return Prepared(lambda stdin: ok(base.encode() + b"\n"))
+    return Prepared(lambda stdin: ok(os.fsencode(base) + b"\n"))
 
 
 def prepare_cat(inv: Invocation) -> Prepared:
@@ -168,7 +168,7 @@ def _head_tail(inv: Invocation, tail: bool) -> Prepared:
         parts: list[bytes] = []
         for index, (display, item) in enumerate(zip(displays, pinned, strict=True)):
             if multiple:
-                parts.append(b"%s==> %s <==\n" % (b"\n" if index else b"", display.encode()))
+                parts.append(b"%s==> %s <==\n" % (b"\n" if index else b"", os.fsencode(display)))
             parts.append(one(item))
         return _capped(b"".join(parts), limit)
 
@@ -233,7 +233,7 @@ def prepare_wc(inv: Invocation) -> Prepared:
             " ".join(str(v).rjust(width) for v in values) + (f" {name}" if name else "") + "\n"
             for values, name in rows
         )
-        return ok(text.encode())
+        return ok(os.fsencode(text))
 
     return Prepared(run, pinned)
 
@@ -287,7 +287,7 @@ def prepare_tee(inv: Invocation) -> Prepared:
                     view = view[os.write(fd, view) :]
             finally:
                 os.close(fd)
-        return Outcome(1 if errors else 0, data, "\n".join(errors).encode())
+        return Outcome(1 if errors else 0, data, os.fsencode("\n".join(errors)))
 
     return Prepared(run, pinned)
 
