@@ -5,9 +5,7 @@ checks that enforce it live in ``roboz.shed.guard``. ``Sandbox`` is the layout a
 orchestrator and its Librarian work in, and derives their policy.
 """
 
-from roboz_helper.file_policy import FilePolicyError
-
 from roboz.shed.guard._policy import PermissionPolicy
 from roboz.shed.sandbox.layout import Sandbox, SandboxError
 
-__all__ = ["FilePolicyError", "PermissionPolicy", "Sandbox", "SandboxError"]
+__all__ = ["PermissionPolicy", "Sandbox", "SandboxError"]
