@@ -61,6 +61,15 @@ def _add_debug(parser: argparse.ArgumentParser, default: object) -> None:
     )
 
 
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("roboz-helper")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="roboz-helper",
@@ -69,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EXIT_CODES_HELP,
     )
     _add_debug(parser, False)
+    parser.add_argument(
+        "--version", action="version", version=f"roboz-helper {_version()}", help="print the "
+        "version and exit"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:

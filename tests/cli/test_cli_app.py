@@ -137,3 +137,10 @@ def test_without_debug_there_is_no_traceback(tmp_path: Path) -> None:
     catalogue.write_text("{not json")
     result = run_cli("inventory", "generate", "--path", str(catalogue), cwd=tmp_path)
     assert_one_line_error(result, 1, "models.json")
+
+
+def test_version_prints_the_distribution_version(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    result = run_cli("--version", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"roboz {version('roboz')}\n", "")
