@@ -79,8 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_debug(parser, False)
     parser.add_argument(
-        "--version", action="version", version=f"roboz-helper {_version()}", help="print the "
-        "version and exit"
+        "--version",
+        action="version",
+        version=f"roboz-helper {_version()}",
+        help="print the version and exit",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -124,7 +126,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--skip-paths",
         action="store_true",
-        help="check the file only, not this host's paths (for a policy meant for another host)",
+        help="check the file only, not this host's paths, users and groups (for a policy meant "
+        "for another host)",
     )
     check.set_defaults(handler=_check_policy)
 
@@ -162,7 +165,9 @@ def _parser() -> argparse.ArgumentParser:
 def _load(path: str, check_paths: bool = True) -> Policy:
     """The policy, or a CliError with one line per problem, each naming its field."""
     try:
-        return load_usable_policy(path) if check_paths else load_policy(path)
+        if check_paths:
+            return load_usable_policy(path)
+        return load_policy(path, look_up_names=False)
     except PolicyPathsError as exc:
         raise CliError("\n".join(f"{path}: {p}" for p in exc.problems), EXIT_USAGE) from exc
     except PolicyError as exc:
@@ -171,10 +176,14 @@ def _load(path: str, check_paths: bool = True) -> Policy:
 
 def _check_policy(args: argparse.Namespace) -> int:
     policy = _load(args.file, check_paths=not args.skip_paths)
-    checked = "file only" if args.skip_paths else "file and paths"
+    checked = (
+        "file only checked; this host's paths, users and groups not looked up"
+        if args.skip_paths
+        else "file and paths checked"
+    )
     print(
         f"{args.file}: ok ({len(policy.profiles)} profiles, "
-        f"{len(policy.clients)} client rules; {checked} checked)"
+        f"{len(policy.clients)} client rules; {checked})"
     )
     return EXIT_OK
 

@@ -143,4 +143,8 @@ def test_version_prints_the_distribution_version(tmp_path: Path) -> None:
     from importlib.metadata import version
 
     result = run_cli("--version", cwd=tmp_path)
-    assert (result.returncode, result.stdout, result.stderr) == (0, f"roboz {version('roboz')}\n", "")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        f"roboz {version('roboz')}\n",
+        "",
+    )

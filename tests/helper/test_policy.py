@@ -201,6 +201,24 @@ def test_check_policy_command(tmp_path: Path) -> None:
     assert file_only.returncode == 0, file_only.stderr
     assert "file only checked" in file_only.stdout
 
+
+def test_skip_paths_skips_the_user_and_group_lookups_too(tmp_path: Path) -> None:
+    """A policy for another host names users and groups this host lacks: with --skip-paths the
+    file is still checked, but nothing is looked up on this host, and the output says so."""
+    text = (POLICIES / "strict.toml").read_text()
+    text = text.replace('"roboz-run"', '"no-such-user-here"')
+    text = text.replace('"roboz-helper"', '"no-such-group-here"')
+    other = tmp_path / "other-host.toml"
+    other.write_text(text)
+    here = _cli("check-policy", str(other))
+    assert here.returncode == 2 and "unknown group 'no-such-group-here'" in here.stderr
+    result = _cli("check-policy", "--skip-paths", str(other))
+    assert result.returncode == 0, result.stderr
+    assert "users and groups not looked up" in result.stdout
+    # The file itself is still checked.
+    other.write_text(text.replace("timeout_s = ", "timeout_s = -1 #"))
+    assert _cli("check-policy", "--skip-paths", str(other)).returncode == 2
+
     bad = tmp_path / "bad.toml"
     bad.write_text(_profile(timeout_s="-3"))
     result = _cli("check-policy", str(bad))
