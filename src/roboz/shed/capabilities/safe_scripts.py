@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from roboz.deployment import Capability, RuntimeValue, ToolLabel
+from roboz.deployment import Capability, DeploymentError, RuntimeValue, ToolLabel
 from roboz.shed.dependency_health import HelperSocketDependency
 from roboz.shed.safe_scripts.client import SafeScriptsClient
 from roboz.shed.safe_scripts.tool import get_run_shell_script
@@ -39,6 +39,11 @@ class SafeScripts(Capability):
         self.timeout = timeout
 
     def build(self, agent: DeployableAgent, pipe: EventPipe) -> tuple[RuntimeValue, ...]:
+        # Only the file is checked here (building connects to nothing): a missing socket is a
+        # deployment mistake to report now, not a run that ends with the LLM told "no helper".
+        failure = HelperSocketDependency(self.socket_path).check_socket_file()
+        if failure is not None:
+            raise DeploymentError(f"agent {agent.name!r}: SafeScripts: {failure.message}")
         client = SafeScriptsClient(self.socket_path, timeout=self.timeout)
         return (get_run_shell_script(client),)
 
