@@ -24,6 +24,7 @@ from roboz.mcp.policy_file import PolicyFileError, parse_policy_file
 from roboz.mcp.serve import NO_ELICITATION
 
 read_only: dict[str, bool] = {}  # what the last drive() saw in the tools' annotations
+is_error: list[bool] = []  # each reply's isError in the last drive()
 Elicit = Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 
 
@@ -61,6 +62,7 @@ def drive(
 ) -> tuple[list[str], list[str]]:
     """Tool names the server lists, and the text of each call's reply."""
     read_only.clear()
+    is_error.clear()
 
     async def go() -> tuple[list[str], list[str]]:
         with open(os.devnull, "w") as quiet:
@@ -77,6 +79,7 @@ def drive(
                 texts = []
                 for name, arguments in calls:
                     result = await session.call_tool(name, arguments)
+                    is_error.append(result.isError)
                     texts.append(" ".join(getattr(c, "text", "") for c in result.content))
                 return names, texts
 
@@ -113,6 +116,7 @@ def test_denied_paths_are_refused_and_nothing_outside_changes(area: dict[str, Pa
         assert "TOP SECRET" not in reply
     assert secret.read_text() == "TOP SECRET\n"
     assert sorted(p.name for p in area["outside"].iterdir()) == ["secret.txt"]
+    assert is_error == [True] * 6 + [False] * 2, replies
     assert "hello" in replies[6]
     assert (area["work"] / "new.md").read_text() == "made\n"
 
@@ -135,6 +139,26 @@ def test_ask_uses_elicitation(area: dict[str, Path], approve: bool) -> None:
     )
     assert lock.exists() is approve
     assert NO_ELICITATION not in reply
+    assert is_error == [not approve]
+
+
+@pytest.mark.parametrize("content", [{}, {"approve": "maybe"}, None])
+def test_an_invalid_approval_answer_is_a_clear_refusal(
+    area: dict[str, Path], content: dict[str, Any] | None
+) -> None:
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content=content)
+
+    lock = area["work"] / "yarn.lock"
+    _, [reply] = drive(
+        serve(area["policy"]),
+        [("run_file_command", cmd(("touch", "CMD"), ("yarn.lock", "PTH")))],
+        elicit=elicit,
+    )
+    assert not lock.exists()
+    assert is_error == [True]
+    assert "DENIED" in reply and "internal error" not in reply
+    assert "answer to the approval request was not" in reply, reply
 
 
 def test_ask_without_elicitation_is_refused_and_says_why(area: dict[str, Path]) -> None:
