@@ -212,3 +212,26 @@ def test_serve_help() -> None:
         timeout=60,
     )
     assert done.returncode == 0 and "--policy" in done.stdout and "--socket" in done.stdout
+
+
+def test_without_the_sdk_the_hint_is_printed_once_and_installs_from_the_clone(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'base = "{tmp_path}"\n')
+    blocked = "import sys; sys.modules['mcp'] = None; from roboz.cli.app import main; "
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            blocked + f"sys.exit(main(['mcp', 'check-policy', {str(policy)!r}]))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith("roboz: error: roboz.mcp needs the MCP SDK")
+    assert line.count("install") == 1 and "pip install -e '.[mcp]'" in line
+    assert "pip install 'roboz[mcp]'" not in line

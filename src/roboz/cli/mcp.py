@@ -31,7 +31,7 @@ def _load(policy: Path):  # type: ignore[no-untyped-def]
     try:
         from roboz.mcp.policy_file import PolicyFileError, load_policy_file
     except ImportError as error:
-        raise CliError(f"{error}; install it with: pip install 'roboz[mcp]'") from None
+        raise CliError(str(error)) from None  # roboz.mcp's message says how to install it
     try:
         return load_policy_file(policy)
     except PolicyFileError as error:
