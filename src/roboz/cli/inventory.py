@@ -12,7 +12,7 @@ import typer
 
 from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
-from roboz.endpoints.catalogue import CatalogueError
+from roboz.endpoints.catalogue import CatalogueError, load_catalogue
 from roboz.endpoints.codegen import generate_providers
 
 app = App(help="Create and regenerate a typed model catalogue (models.json -> providers.py).")
@@ -127,6 +127,12 @@ def generate(
     if not source.is_file():
         hint = "run roboz inventory init" if path is None else "check --path"
         raise CliUsageError(f"{source}: no catalogue here; {hint}")
+    # An invalid catalogue is an invalid input file: exit 2, as for every invalid file (policies
+    # too); only a failure to write the module afterwards is a 1.
+    try:
+        load_catalogue(source)
+    except CatalogueError as error:
+        raise CliUsageError(str(error)) from error
     try:
         written = generate_providers(source, output)
     except CatalogueError as error:
