@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import traceback
@@ -28,7 +29,10 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-_PREFIX = "roboz-helper: error:"
+# `roboz scripts serve` runs this command as its child and names itself here, so that one
+# command's errors carry one program name.
+_PROG = os.environ.get("ROBOZ_HELPER_PROG") or "roboz-helper"
+_PREFIX = f"{_PROG}: error:"
 _EXIT_CODES_HELP = (
     "exit codes: 0 success; 1 the command could not do its job; 2 bad arguments or an invalid "
     "policy; 130 interrupted. Errors start with 'roboz-helper: error:'; --debug shows their cause."
@@ -171,7 +175,28 @@ def _load(path: str, check_paths: bool = True) -> Policy:
     except PolicyPathsError as exc:
         raise CliError("\n".join(f"{path}: {p}" for p in exc.problems), EXIT_USAGE) from exc
     except PolicyError as exc:
-        raise CliError(f"{path}: {exc}", EXIT_USAGE) from exc
+        raise CliError(f"{path}: {exc}{_other_kind_hint(path)}", EXIT_USAGE) from exc
+
+
+# Top-level keys of the guarded tools' permission policy (`roboz mcp check-policy`), which no
+# helper policy has: a file with them was given to the wrong checker.
+_PERMISSION_POLICY_KEYS = {"base", "default", "precedence", "allow", "deny", "ask"}
+
+
+def _other_kind_hint(path: str) -> str:
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            keys = set(tomllib.load(fh))
+    except (OSError, ValueError):
+        return ""
+    if keys & _PERMISSION_POLICY_KEYS and not keys & {"server", "profiles", "clients"}:
+        return (
+            " (this is a permission policy for the guarded file tools, not a helper policy: "
+            "check it with roboz mcp check-policy)"
+        )
+    return ""
 
 
 def _check_policy(args: argparse.Namespace) -> int:

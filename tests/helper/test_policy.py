@@ -270,3 +270,15 @@ def test_serve_refuses_to_replace_a_file(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "exists and is not a socket" in result.stderr
     assert precious.read_text() == "data"
+
+
+def test_a_permission_policy_given_to_the_helper_checker_names_the_right_checker(
+    tmp_path: Path,
+) -> None:
+    permissions = tmp_path / "permissions.toml"
+    permissions.write_text(f'base = "{tmp_path}"\ndefault = "deny"\n[[allow]]\npattern = "**"\n')
+    result = _cli("check-policy", "--skip-paths", str(permissions))
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert "unknown field `base`" in line
+    assert "this is a permission policy" in line and "roboz mcp check-policy" in line

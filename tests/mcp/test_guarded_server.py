@@ -235,3 +235,16 @@ def test_without_the_sdk_the_hint_is_printed_once_and_installs_from_the_clone(
     assert line.startswith("roboz: error: roboz.mcp needs the MCP SDK")
     assert line.count("install") == 1 and "pip install -e '.[mcp]'" in line
     assert "pip install 'roboz[mcp]'" not in line
+
+
+def test_a_helper_policy_given_to_this_checker_names_the_right_checker(tmp_path: Path) -> None:
+    helper_policy = Path(__file__).resolve().parents[2] / "policies" / "strict.toml"
+    result = subprocess.run(
+        [sys.executable, "-m", "roboz.cli", "mcp", "check-policy", str(helper_policy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert "this is a helper policy" in line and "roboz-helper check-policy" in line

@@ -8,6 +8,7 @@ says why (see EXIT_CODES); the reason goes to stderr.
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
 import subprocess
 import sys
@@ -133,7 +134,8 @@ def _supervise(argv: list[str]) -> int:
     command was interrupted: 130 for SIGINT, 128+N for another signal, as shells report it.
     """
     received: list[int] = []
-    child = subprocess.Popen(argv)
+    # The daemon's errors then start "roboz: error:", as every error of this command does.
+    child = subprocess.Popen(argv, env={**os.environ, "ROBOZ_HELPER_PROG": "roboz"})
 
     def forward(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
