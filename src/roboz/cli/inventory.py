@@ -12,8 +12,6 @@ import typer
 
 from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
-from roboz.endpoints.catalogue import CatalogueError, load_catalogue
-from roboz.endpoints.codegen import generate_providers
 
 app = App(help="Create and regenerate a typed model catalogue (models.json -> providers.py).")
 
@@ -121,6 +119,10 @@ def generate(
     ] = None,
 ) -> None:
     """Generate providers.py from models.json; replaces only files roboz generated."""
+    # Imported here: `roboz --help` should not pay for the catalogue's models.
+    from roboz.endpoints.catalogue import CatalogueError, load_catalogue
+    from roboz.endpoints.codegen import generate_providers
+
     source, _ = _json_path(path)
     if output is not None and output.suffix != ".py":
         raise CliUsageError(f"--output {output}: name a .py file")
