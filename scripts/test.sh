@@ -123,16 +123,30 @@ all_type_checks() {
 
 workers=${ROBOZ_TEST_WORKERS:-auto}
 pytest_phase() { # VENV [MORE PYTEST ARGS...]
-    local venv=$1 rc=0
+    local venv=$1 rc=0 serial_rc=0
     shift
     # loadgroup: the tests of one xdist_group (a shared daemon, a fixed resource) run on one
     # worker, one after the other; every other test goes to whichever worker is free.
-    "$venv/bin/python" -m pytest -q -n "$workers" --dist loadgroup "$@" || rc=$?
-    if [ $rc = 5 ]; then
+    ROBOZ_TEST_PASS=parallel "$venv/bin/python" -m pytest -q -n "$workers" --dist loadgroup "$@" \
+        || rc=$?
+    if [ $quick = 1 ]; then
+        serial_rc=5 # the SERIAL batteries are all slow: --quick leaves them out
+    else
+        # Then, alone on the machine, the batteries that must not share it (tests/conftest.py
+        # SERIAL); they are slow, so --quick has none of them.
+        echo "-- [$(clock)] the tests that run alone (tests/conftest.py SERIAL)"
+        ROBOZ_TEST_PASS=serial "$venv/bin/python" -m pytest -q -n 0 "$@" || serial_rc=$?
+    fi
+    # Exit 5 (no test) is fine for one pass as long as the other ran tests; for both it is not.
+    if [ $rc = 5 ] && [ $serial_rc = 5 ]; then
         echo "test.sh: pytest collected no test on Python $(python_version "$venv") (exit 5);" \
             "check the arguments: ${*:-(none)}" >&2
+        return 5
     fi
-    return $rc
+    [ $rc = 5 ] && rc=0
+    [ $serial_rc = 5 ] && serial_rc=0
+    [ $rc != 0 ] && return $rc
+    return $serial_rc
 }
 
 # Without an environment nothing else can run: stop there.

@@ -68,10 +68,31 @@ SLOW = (
 )
 
 
+# Batteries whose processes (several DBOS workers, killed and restarted against deadlines) must
+# not share the cores with another test: scripts/test.sh runs them in a second pass, alone.
+SERIAL = (
+    "tests/durable/test_proof.py",
+    "tests/durable/test_worker.py",
+)
+
+
+def _in_this_pass(item: pytest.Item) -> bool:
+    """ROBOZ_TEST_PASS=parallel leaves the SERIAL tests out, =serial keeps only them; unset,
+    everything runs (plain pytest)."""
+    chosen = os.environ.get("ROBOZ_TEST_PASS", "")
+    if chosen not in ("parallel", "serial"):
+        return True
+    return (chosen == "serial") == item.nodeid.startswith(SERIAL)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
+    other_pass = [item for item in items if not _in_this_pass(item)]
+    if other_pass:
+        config.hook.pytest_deselected(items=other_pass)
+        items[:] = [item for item in items if _in_this_pass(item)]
     # A test about SQLite's file or its SQL runs on the SQLite store only; every other test of
     # the `store` fixture runs on both backends.
     kept, dropped = [], []
