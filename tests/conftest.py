@@ -6,6 +6,9 @@ claim, so there it fails instead.
 
 Thread-store tests take the ``backend`` fixture (through ``store``) and run once on SQLite and
 once on a throwaway PostgreSQL cluster; a test marked ``sqlite_only`` is about SQLite itself.
+
+The batteries in ``SLOW`` are marked ``slow``: ``scripts/test.sh --quick`` leaves them out, the
+full run (and CI) runs them.
 """
 
 from __future__ import annotations
@@ -54,7 +57,42 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+# Batteries that start many processes (DBOS workers, benchmark runs, type checkers) and take
+# most of the suite's time; each prefix is a file or folder below the repository's root.
+SLOW = (
+    "tests/durable/",
+    "tests/benchmarks/",
+    "tests/mcp/test_benchmark_runs.py",
+    "tests/memory/test_readme_example.py::test_readme_scale_out_example",
+    "tests/cli/test_cli_scaffold.py::test_generated_code_passes_mypy_strict",
+)
+
+
+# Batteries whose processes (several DBOS workers, killed and restarted against deadlines) must
+# not share the cores with another test: scripts/test.sh runs them in a second pass, alone.
+SERIAL = (
+    "tests/durable/test_proof.py",
+    "tests/durable/test_worker.py",
+)
+
+
+def _in_this_pass(item: pytest.Item) -> bool:
+    """ROBOZ_TEST_PASS=parallel leaves the SERIAL tests out, =serial keeps only them; unset,
+    everything runs (plain pytest)."""
+    chosen = os.environ.get("ROBOZ_TEST_PASS", "")
+    if chosen not in ("parallel", "serial"):
+        return True
+    return (chosen == "serial") == item.nodeid.startswith(SERIAL)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+    other_pass = [item for item in items if not _in_this_pass(item)]
+    if other_pass:
+        config.hook.pytest_deselected(items=other_pass)
+        items[:] = [item for item in items if _in_this_pass(item)]
     # A test about SQLite's file or its SQL runs on the SQLite store only; every other test of
     # the `store` fixture runs on both backends.
     kept, dropped = [], []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 import traceback
@@ -29,7 +30,10 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-_PREFIX = "roboz-helper: error:"
+# `roboz scripts serve` runs this command as its child and names itself here, so that one
+# command's errors carry one program name.
+_PROG = os.environ.get("ROBOZ_HELPER_PROG") or "roboz-helper"
+_PREFIX = f"{_PROG}: error:"
 _EXIT_CODES_HELP = (
     "exit codes: 0 success; 1 the command could not do its job; 2 bad arguments or an invalid "
     "policy; 130 interrupted. Errors start with 'roboz-helper: error:'; --debug shows their cause."
@@ -62,6 +66,15 @@ def _add_debug(parser: argparse.ArgumentParser, default: object) -> None:
     )
 
 
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("roboz-helper")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="roboz-helper",
@@ -70,6 +83,12 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EXIT_CODES_HELP,
     )
     _add_debug(parser, False)
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"roboz-helper {_version()}",
+        help="print the version and exit",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, summary: str, description: str) -> argparse.ArgumentParser:
@@ -112,7 +131,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--skip-paths",
         action="store_true",
-        help="check the file only, not this host's paths (for a policy meant for another host)",
+        help="check the file only, not this host's paths, users and groups (for a policy meant "
+        "for another host)",
     )
     check.set_defaults(handler=_check_policy)
 
@@ -150,19 +170,46 @@ def _parser() -> argparse.ArgumentParser:
 def _load(path: str, check_paths: bool = True) -> Policy:
     """The policy, or a CliError with one line per problem, each naming its field."""
     try:
-        return load_usable_policy(path) if check_paths else load_policy(path)
+        if check_paths:
+            return load_usable_policy(path)
+        return load_policy(path, look_up_names=False)
     except PolicyPathsError as exc:
         raise CliError("\n".join(f"{path}: {p}" for p in exc.problems), EXIT_USAGE) from exc
     except PolicyError as exc:
-        raise CliError(f"{path}: {exc}", EXIT_USAGE) from exc
+        raise CliError(f"{path}: {exc}{_other_kind_hint(path)}", EXIT_USAGE) from exc
+
+
+# Top-level keys of the guarded tools' permission policy (`roboz mcp check-policy`), which no
+# helper policy has: a file with them was given to the wrong checker.
+_PERMISSION_POLICY_KEYS = {"base", "default", "precedence", "allow", "deny", "ask"}
+
+
+def _other_kind_hint(path: str) -> str:
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            keys = set(tomllib.load(fh))
+    except (OSError, ValueError):
+        return ""
+    if keys & _PERMISSION_POLICY_KEYS and not keys & {"server", "profiles", "clients"}:
+        return (
+            " (this is a permission policy for the guarded file tools, not a helper policy: "
+            "check it with roboz mcp check-policy)"
+        )
+    return ""
 
 
 def _check_policy(args: argparse.Namespace) -> int:
     policy = _load(args.file, check_paths=not args.skip_paths)
-    checked = "file only" if args.skip_paths else "file and paths"
+    checked = (
+        "file only checked; this host's paths, users and groups not looked up"
+        if args.skip_paths
+        else "file and paths checked"
+    )
     print(
         f"{args.file}: ok ({len(policy.profiles)} profiles, "
-        f"{len(policy.clients)} client rules; {checked} checked)"
+        f"{len(policy.clients)} client rules; {checked})"
     )
     # The operator's half of the composed file view; each run is narrowed further by the
     # file policy its client sends (a path is reachable only where both allow it).

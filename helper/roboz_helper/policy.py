@@ -113,8 +113,11 @@ def _clean(exc: msgspec.MsgspecError, prefix: str = "") -> str:
     return f"{path or '(top level)'}: {match['msg']}"
 
 
-def parse_policy(text: str | bytes) -> Policy:
-    """Decode and validate policy TOML; raises PolicyError naming the offending field."""
+def parse_policy(text: str | bytes, *, look_up_names: bool = True) -> Policy:
+    """Decode and validate policy TOML; raises PolicyError naming the offending field.
+
+    ``look_up_names=False`` leaves out the user and group look-ups (for a policy meant for
+    another host, whose users this one may not have)."""
     try:
         envelope = msgspec.toml.decode(text, type=_Envelope, strict=True)
     except msgspec.ValidationError as exc:
@@ -134,7 +137,7 @@ def parse_policy(text: str | bytes) -> Policy:
         except msgspec.ValidationError as exc:
             raise PolicyError(_clean(exc, f"profiles.{name}")) from None
     policy = Policy(server=envelope.server, clients=envelope.clients, profiles=profiles)
-    validate(policy)
+    validate(policy, look_up_names=look_up_names)
     return policy
 
 
@@ -143,7 +146,7 @@ def parse_policy(text: str | bytes) -> Policy:
 MAX_POLICY_BYTES = 1 << 20
 
 
-def load_policy(path: str | os.PathLike[str]) -> Policy:
+def load_policy(path: str | os.PathLike[str], *, look_up_names: bool = True) -> Policy:
     name = os.fspath(path)
     try:
         # O_NONBLOCK: a FIFO put in the policy's place must not hang a reload forever.
@@ -161,7 +164,7 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
         os.close(fd)
     if len(data) > MAX_POLICY_BYTES:
         raise PolicyError(f"cannot read policy {name}: larger than {MAX_POLICY_BYTES} bytes")
-    return parse_policy(data)
+    return parse_policy(data, look_up_names=look_up_names)
 
 
 # --- semantic validation ---------------------------------------------------------------------
@@ -259,7 +262,7 @@ def run_as_ids(profile: Profile) -> tuple[int, int]:
     return uid, gid
 
 
-def _validate_server(server: ServerConfig) -> None:
+def _validate_server(server: ServerConfig, look_up_names: bool) -> None:
     _absolute(server.socket, "server.socket")
     _limit(server.max_connections, "server.max_connections", "max_connections")
     _limit(server.max_runs_per_client, "server.max_runs_per_client", "max_runs_per_client")
@@ -268,20 +271,23 @@ def _validate_server(server: ServerConfig) -> None:
         raise PolicyError(
             f"server.socket_mode: must be within 0o000..0o777, got {server.socket_mode:#o}"
         )
-    if server.socket_group is not None:
+    if server.socket_group is not None and look_up_names:
         try:
             resolve_group(server.socket_group)
         except PolicyError as exc:
             raise PolicyError(f"server.socket_group: {exc}") from None
 
 
-def _validate_profile(name: str, profile: Profile) -> None:
+def _validate_profile(name: str, profile: Profile, look_up_names: bool) -> None:
     # The name appears in field paths and log lines, which must stay one line each.
     if not name or not name.isprintable():
         raise PolicyError(f"profiles: invalid profile name {name!r} (empty or control characters)")
     where = f"profiles.{name}"
     try:
-        run_as_ids(profile)
+        if look_up_names:
+            run_as_ids(profile)
+        elif profile.run_as_user in ("0", "root"):
+            raise PolicyError(f"run_as_user {profile.run_as_user!r} is root")
     except PolicyError as exc:
         raise PolicyError(f"{where}.run_as_user: {exc}") from None
     _absolute(profile.scripts_dir, f"{where}.scripts_dir")
@@ -300,7 +306,9 @@ def _validate_profile(name: str, profile: Profile) -> None:
         _limit(getattr(profile, field), f"{where}.{field}", field)
 
 
-def _validate_client(i: int, rule: ClientRule, profiles: dict[str, Profile]) -> None:
+def _validate_client(
+    i: int, rule: ClientRule, profiles: dict[str, Profile], look_up_names: bool
+) -> None:
     where = f"clients[{i}]"
     selectors = [s for s in ("uid", "gid", "user", "group") if getattr(rule, s) is not None]
     if len(selectors) != 1:
@@ -308,9 +316,9 @@ def _validate_client(i: int, rule: ClientRule, profiles: dict[str, Profile]) -> 
     if rule.profile not in profiles:
         raise PolicyError(f"{where}.profile: no profile named {rule.profile!r}")
     try:
-        if rule.user is not None:
+        if rule.user is not None and look_up_names:
             _resolve_user(rule.user)
-        if rule.group is not None:
+        if rule.group is not None and look_up_names:
             resolve_group(rule.group)
     except PolicyError as exc:
         raise PolicyError(f"{where}.{selectors[0]}: {exc}") from None
@@ -325,14 +333,14 @@ def _validate_client(i: int, rule: ClientRule, profiles: dict[str, Profile]) -> 
                 raise PolicyError(f"{where}.{field}: {exc}") from None
 
 
-def validate(policy: Policy) -> None:
-    _validate_server(policy.server)
+def validate(policy: Policy, *, look_up_names: bool = True) -> None:
+    _validate_server(policy.server, look_up_names)
     if not policy.profiles:
         raise PolicyError("profiles: at least one profile is required")
     for name, profile in policy.profiles.items():
-        _validate_profile(name, profile)
+        _validate_profile(name, profile, look_up_names)
     for i, rule in enumerate(policy.clients):
-        _validate_client(i, rule, policy.profiles)
+        _validate_client(i, rule, policy.profiles, look_up_names)
 
 
 def load_file_policies(policy: Policy) -> Policy:

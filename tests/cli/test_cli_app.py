@@ -125,7 +125,7 @@ def test_debug_shows_the_traceback_and_its_real_cause(tmp_path: Path, how: str) 
         result = run_cli(*args, "--debug", cwd=tmp_path)
     else:
         result = run_cli(*args, cwd=tmp_path, env={"ROBOZ_DEBUG": "1"})
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 2, result.stderr  # an invalid input file
     assert "Traceback (most recent call last)" in result.stderr
     # The library error the one-line message came from, not only the CLI's own wrapper.
     assert "The above exception was the direct cause" in result.stderr
@@ -136,4 +136,15 @@ def test_without_debug_there_is_no_traceback(tmp_path: Path) -> None:
     catalogue = tmp_path / "models.json"
     catalogue.write_text("{not json")
     result = run_cli("inventory", "generate", "--path", str(catalogue), cwd=tmp_path)
-    assert_one_line_error(result, 1, "models.json")
+    assert_one_line_error(result, 2, "models.json")
+
+
+def test_version_prints_the_distribution_version(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    result = run_cli("--version", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0,
+        f"roboz {version('roboz')}\n",
+        "",
+    )

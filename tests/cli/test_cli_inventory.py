@@ -195,8 +195,9 @@ def test_invalid_catalogue_names_the_json_path(tmp_path: Path) -> None:
 
     result = run_cli("inventory", "generate", "--path", "models.json", cwd=tmp_path)
 
+    # 2, as for every invalid input file (an invalid policy exits 2 too).
     assert_one_line_error(
-        result, 1, "$.providers.svc.models.m.max_context_tokens: required for llm models"
+        result, 2, "$.providers.svc.models.m.max_context_tokens: required for llm models"
     )
     assert not (tmp_path / "providers.py").exists()
 

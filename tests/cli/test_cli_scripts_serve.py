@@ -61,3 +61,18 @@ def test_sigint_stops_the_daemon_and_exits_130(policy: tuple[Path, str], how: st
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.communicate()
+
+
+def test_the_daemons_errors_carry_this_commands_program_name(tmp_path: Path) -> None:
+    """`roboz scripts serve` runs roboz-helper as its child: its errors still say `roboz:`."""
+    bad = tmp_path / "policy.toml"
+    bad.write_text(f'base = "{tmp_path}"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "roboz.cli", "scripts", "serve", "--policy", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("roboz: error: "), result.stderr
+    assert "roboz-helper: error" not in result.stderr

@@ -134,3 +134,10 @@ def test_serve_without_the_daemon_extra_says_what_to_install(tmp_path: Path) -> 
     assert result.returncode == 1
     assert result.stderr.startswith(f"{PREFIX}serve needs the daemon's dependencies (")
     assert "install 'roboz-helper[daemon]'" in result.stderr
+
+
+def test_version_prints_the_distribution_version() -> None:
+    from importlib.metadata import version
+
+    result = _cli("--version")
+    assert (result.returncode, result.stdout) == (0, f"roboz-helper {version('roboz-helper')}\n")

@@ -201,6 +201,24 @@ def test_check_policy_command(tmp_path: Path) -> None:
     assert file_only.returncode == 0, file_only.stderr
     assert "file only checked" in file_only.stdout
 
+
+def test_skip_paths_skips_the_user_and_group_lookups_too(tmp_path: Path) -> None:
+    """A policy for another host names users and groups this host lacks: with --skip-paths the
+    file is still checked, but nothing is looked up on this host, and the output says so."""
+    text = (POLICIES / "strict.toml").read_text()
+    text = text.replace('"roboz-run"', '"no-such-user-here"')
+    text = text.replace('"roboz-helper"', '"no-such-group-here"')
+    other = tmp_path / "other-host.toml"
+    other.write_text(text)
+    here = _cli("check-policy", str(other))
+    assert here.returncode == 2 and "unknown group 'no-such-group-here'" in here.stderr
+    result = _cli("check-policy", "--skip-paths", str(other))
+    assert result.returncode == 0, result.stderr
+    assert "users and groups not looked up" in result.stdout
+    # The file itself is still checked.
+    other.write_text(text.replace("timeout_s = ", "timeout_s = -1 #"))
+    assert _cli("check-policy", "--skip-paths", str(other)).returncode == 2
+
     bad = tmp_path / "bad.toml"
     bad.write_text(_profile(timeout_s="-3"))
     result = _cli("check-policy", str(bad))
@@ -252,3 +270,15 @@ def test_serve_refuses_to_replace_a_file(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "exists and is not a socket" in result.stderr
     assert precious.read_text() == "data"
+
+
+def test_a_permission_policy_given_to_the_helper_checker_names_the_right_checker(
+    tmp_path: Path,
+) -> None:
+    permissions = tmp_path / "permissions.toml"
+    permissions.write_text(f'base = "{tmp_path}"\ndefault = "deny"\n[[allow]]\npattern = "**"\n')
+    result = _cli("check-policy", "--skip-paths", str(permissions))
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert "unknown field `base`" in line
+    assert "this is a permission policy" in line and "roboz mcp check-policy" in line

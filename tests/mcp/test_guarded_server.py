@@ -24,6 +24,7 @@ from roboz.mcp.policy_file import PolicyFileError, parse_policy_file
 from roboz.mcp.serve import NO_ELICITATION
 
 read_only: dict[str, bool] = {}  # what the last drive() saw in the tools' annotations
+is_error: list[bool] = []  # each reply's isError in the last drive()
 Elicit = Callable[[Any, types.ElicitRequestParams], Awaitable[types.ElicitResult]]
 
 
@@ -61,6 +62,7 @@ def drive(
 ) -> tuple[list[str], list[str]]:
     """Tool names the server lists, and the text of each call's reply."""
     read_only.clear()
+    is_error.clear()
 
     async def go() -> tuple[list[str], list[str]]:
         with open(os.devnull, "w") as quiet:
@@ -77,6 +79,7 @@ def drive(
                 texts = []
                 for name, arguments in calls:
                     result = await session.call_tool(name, arguments)
+                    is_error.append(result.isError)
                     texts.append(" ".join(getattr(c, "text", "") for c in result.content))
                 return names, texts
 
@@ -113,6 +116,7 @@ def test_denied_paths_are_refused_and_nothing_outside_changes(area: dict[str, Pa
         assert "TOP SECRET" not in reply
     assert secret.read_text() == "TOP SECRET\n"
     assert sorted(p.name for p in area["outside"].iterdir()) == ["secret.txt"]
+    assert is_error == [True] * 6 + [False] * 2, replies
     assert "hello" in replies[6]
     assert (area["work"] / "new.md").read_text() == "made\n"
 
@@ -135,6 +139,26 @@ def test_ask_uses_elicitation(area: dict[str, Path], approve: bool) -> None:
     )
     assert lock.exists() is approve
     assert NO_ELICITATION not in reply
+    assert is_error == [not approve]
+
+
+@pytest.mark.parametrize("content", [{}, {"approve": "maybe"}, None])
+def test_an_invalid_approval_answer_is_a_clear_refusal(
+    area: dict[str, Path], content: dict[str, Any] | None
+) -> None:
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content=content)
+
+    lock = area["work"] / "yarn.lock"
+    _, [reply] = drive(
+        serve(area["policy"]),
+        [("run_file_command", cmd(("touch", "CMD"), ("yarn.lock", "PTH")))],
+        elicit=elicit,
+    )
+    assert not lock.exists()
+    assert is_error == [True]
+    assert "DENIED" in reply and "internal error" not in reply
+    assert "answer to the approval request was not" in reply, reply
 
 
 def test_ask_without_elicitation_is_refused_and_says_why(area: dict[str, Path]) -> None:
@@ -188,3 +212,39 @@ def test_serve_help() -> None:
         timeout=60,
     )
     assert done.returncode == 0 and "--policy" in done.stdout and "--socket" in done.stdout
+
+
+def test_without_the_sdk_the_hint_is_printed_once_and_installs_from_the_clone(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(f'base = "{tmp_path}"\n')
+    blocked = "import sys; sys.modules['mcp'] = None; from roboz.cli.app import main; "
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            blocked + f"sys.exit(main(['mcp', 'check-policy', {str(policy)!r}]))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith("roboz: error: roboz.mcp needs the MCP SDK")
+    assert line.count("install") == 1 and "pip install -e '.[mcp]'" in line
+    assert "pip install 'roboz[mcp]'" not in line
+
+
+def test_a_helper_policy_given_to_this_checker_names_the_right_checker(tmp_path: Path) -> None:
+    helper_policy = Path(__file__).resolve().parents[2] / "policies" / "strict.toml"
+    result = subprocess.run(
+        [sys.executable, "-m", "roboz.cli", "mcp", "check-policy", str(helper_policy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert "this is a helper policy" in line and "roboz-helper check-policy" in line

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Annotated
 
 import typer
 
@@ -27,8 +28,24 @@ app.add_typer(threads.app, name="threads")
 app.command("worker")(worker.worker)
 
 
+def _show_version(wanted: bool) -> None:
+    if wanted:
+        from roboz import __version__
+
+        typer.echo(f"roboz {__version__}")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _options(debug: DebugOption = False) -> None:
+def _options(
+    debug: DebugOption = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_show_version
+        ),
+    ] = False,
+) -> None:
     if debug:
         set_debug(True)
 

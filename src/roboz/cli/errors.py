@@ -3,10 +3,11 @@
 The rule, for every command:
 
 - 0: it did what was asked.
-- 1: it started but could not finish (a file it would overwrite exists, a catalogue is
-  invalid, a password does not open a file).
+- 1: it started but could not finish (a file it would overwrite exists, a password does not
+  open a file).
 - 2: it could not start with what it was given: an unknown command or option, a bad value,
-  or a named input file that does not exist (the same code for every command).
+  or a named input file that does not exist or is invalid (a catalogue, a policy: the same
+  code for every command and every file).
 - 130: interrupted (Ctrl-C).
 - ``roboz scripts run`` and ``exec`` add the run's own status and the codes in
   ``roboz.cli.scripts`` (124-126 for the run, 69/75/76 for the helper).

@@ -12,8 +12,6 @@ import typer
 
 from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
-from roboz.endpoints.catalogue import CatalogueError
-from roboz.endpoints.codegen import generate_providers
 
 app = App(help="Create and regenerate a typed model catalogue (models.json -> providers.py).")
 
@@ -121,12 +119,22 @@ def generate(
     ] = None,
 ) -> None:
     """Generate providers.py from models.json; replaces only files roboz generated."""
+    # Imported here: `roboz --help` should not pay for the catalogue's models.
+    from roboz.endpoints.catalogue import CatalogueError, load_catalogue
+    from roboz.endpoints.codegen import generate_providers
+
     source, _ = _json_path(path)
     if output is not None and output.suffix != ".py":
         raise CliUsageError(f"--output {output}: name a .py file")
     if not source.is_file():
         hint = "run roboz inventory init" if path is None else "check --path"
         raise CliUsageError(f"{source}: no catalogue here; {hint}")
+    # An invalid catalogue is an invalid input file: exit 2, as for every invalid file (policies
+    # too); only a failure to write the module afterwards is a 1.
+    try:
+        load_catalogue(source)
+    except CatalogueError as error:
+        raise CliUsageError(str(error)) from error
     try:
         written = generate_providers(source, output)
     except CatalogueError as error:

@@ -34,7 +34,23 @@ def _load(policy: Path) -> PermissionPolicy:
     try:
         return PermissionPolicy.from_file(policy)
     except FilePolicyError as error:
-        raise CliUsageError(str(error)) from None
+        raise CliUsageError(f"{error}{_other_kind_hint(policy)}") from None
+
+
+def _other_kind_hint(policy: Path) -> str:
+    """A helper policy given to this checker: say which checker it is for."""
+    import tomllib
+
+    try:
+        keys = set(tomllib.loads(policy.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return ""
+    if keys & {"server", "profiles", "clients"} and "base" not in keys:
+        return (
+            " (this is a helper policy for roboz-helper, not a permission policy: check it "
+            "with roboz-helper check-policy)"
+        )
+    return ""
 
 
 @app.command()

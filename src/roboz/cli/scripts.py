@@ -8,26 +8,22 @@ says why (see EXIT_CODES); the reason goes to stderr.
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 
 from roboz.cli.base import App
 from roboz.cli.errors import EXIT_INTERRUPTED, CliError
-from roboz.shed.safe_scripts import (
-    ClientRefused,
-    HelperBusy,
-    HelperUnavailable,
-    SafeScriptsClient,
-    SafeScriptsError,
-    ShellScriptResult,
-)
+
+if TYPE_CHECKING:
+    from roboz.shed.safe_scripts.client import SafeScriptsClient, ShellScriptResult
 
 T = TypeVar("T")
 
@@ -88,7 +84,22 @@ def _finish(result: ShellScriptResult) -> NoReturn:
     raise typer.Exit(status)
 
 
+def _client(socket: str) -> SafeScriptsClient:
+    # The client module only (not the package's asyncio client, nor the agent's tool): a
+    # helper run from the terminal should not pay for them before it connects.
+    from roboz.shed.safe_scripts.client import SafeScriptsClient
+
+    return SafeScriptsClient(socket)
+
+
 def _client_call(action: str, call: Callable[[], T]) -> T:
+    from roboz.shed.safe_scripts.client import (
+        ClientRefused,
+        HelperBusy,
+        HelperUnavailable,
+        SafeScriptsError,
+    )
+
     try:
         return call()
     except HelperUnavailable as error:
@@ -133,7 +144,8 @@ def _supervise(argv: list[str]) -> int:
     command was interrupted: 130 for SIGINT, 128+N for another signal, as shells report it.
     """
     received: list[int] = []
-    child = subprocess.Popen(argv)
+    # The daemon's errors then start "roboz: error:", as every error of this command does.
+    child = subprocess.Popen(argv, env={**os.environ, "ROBOZ_HELPER_PROG": "roboz"})
 
     def forward(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
@@ -154,7 +166,7 @@ def _supervise(argv: list[str]) -> int:
 @app.command()
 def check(socket: SocketOption = DEFAULT_SOCKET) -> None:
     """Connect to the helper and show who it takes us for and our limits."""
-    client = SafeScriptsClient(socket)
+    client = _client(socket)
     greeting = _client_call("check", client.check)
     limits = greeting.limits
     typer.echo(
@@ -171,7 +183,7 @@ def check(socket: SocketOption = DEFAULT_SOCKET) -> None:
 @app.command("list")
 def list_scripts(socket: SocketOption = DEFAULT_SOCKET) -> None:
     """List the scripts this client may run, with their descriptions."""
-    client = SafeScriptsClient(socket)
+    client = _client(socket)
     scripts = _client_call("list", client.list_scripts)
     for entry in scripts:
         typer.echo(f"{entry.name}\t{entry.description}" if entry.description else entry.name)
@@ -199,7 +211,7 @@ def run(
     socket: SocketOption = DEFAULT_SOCKET,
 ) -> None:
     """Run a script in a fresh sandbox, streaming its output."""
-    client = SafeScriptsClient(socket)
+    client = _client(socket)
     own = _own_args(args)
     result = _client_call("run", lambda: client.run_script(script, own, on_output=_stream))
     _finish(result)
@@ -217,7 +229,7 @@ def exec_command(
     socket: SocketOption = DEFAULT_SOCKET,
 ) -> None:
     """Run an allowlisted command in a fresh sandbox, streaming its output."""
-    client = SafeScriptsClient(socket)
+    client = _client(socket)
     command = _own_args(argv)
     result = _client_call("exec", lambda: client.exec_command(command, on_output=_stream))
     _finish(result)

@@ -14,7 +14,6 @@ import typer
 
 from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
-from roboz.threads.errors import SchemaVersionError, ThreadStoreError
 
 app = App(help="Manage thread stores shared through PostgreSQL.")
 
@@ -44,6 +43,9 @@ def migrate(
     ] = None,
 ) -> None:
     """Create the thread schema, or migrate it to this RoboZ's version (idempotent)."""
+    # Imported here: `roboz --help` should not pay for the thread stores.
+    from roboz.threads.errors import SchemaVersionError, ThreadStoreError
+
     try:
         from roboz.threads.postgres import describe, migrate_database
     except ImportError as error:  # pragma: no cover - psycopg is a dependency of the extra

@@ -8,7 +8,11 @@ offers RoboZ's own file tools to MCP hosts is ``roboz.mcp.serve`` (``roboz mcp s
 try:
     import mcp as _sdk  # noqa: F401  # pyright: ignore[reportUnusedImport]
 except ImportError as error:  # pragma: no cover - depends on the installation
-    raise ImportError("roboz.mcp needs the MCP SDK: pip install 'roboz[mcp]'") from error
+    # RoboZ installs from its repository, not the public index, so the extra comes from there.
+    raise ImportError(
+        "roboz.mcp needs the MCP SDK (RoboZ's mcp extra): in the RoboZ clone run "
+        "pip install -e '.[mcp]' (or uv sync --extra mcp)"
+    ) from error
 
 from roboz.mcp.capability import MCPTools
 from roboz.mcp.client import (

@@ -19,17 +19,24 @@ import anyio.from_thread
 import anyio.to_thread
 from mcp import types
 from mcp.server.fastmcp import Context, FastMCP
+from mcp.types import CallToolResult
 from pydantic import BaseModel, Field, ValidationError
 
 from roboz.models import Empty, Str
 from roboz.runtime.events import Event, EventPipe
 from roboz.runtime.io import use_user_io
+from roboz.shed.files.report import FileCommandResult
 from roboz.shed.sandbox import PermissionPolicy
 from roboz.shed.skills import FilesystemContext, PdfContext, filesystem_skill, pdf_skill
+from roboz.shed.tools._checked import REFUSAL
 from roboz.tools import Tool
 
 logger = logging.getLogger("roboz.mcp.serve")
 
+INVALID_APPROVAL = (
+    '(the MCP client\'s answer to the approval request was not {{"approve": true}} or '
+    '{{"approve": false}} ({error}), so the access was refused)'
+)
 NO_ELICITATION = (
     "(this access needs the user's approval, but the MCP client does not support "
     "elicitation, so it was refused; allow or deny it in the policy file instead)"
@@ -43,6 +50,14 @@ class Approval(BaseModel):
     approve: bool = Field(description="Allow this access?")
 
 
+def _problems(error: ValueError) -> str:
+    if isinstance(error, ValidationError):
+        return "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'content'}: {e['msg']}" for e in error.errors()
+        )
+    return " ".join(str(error).split()) or type(error).__name__
+
+
 class _ElicitingUserIO:
     """UserIO for the guard inside a worker thread: approvals become elicitation requests."""
 
@@ -50,12 +65,18 @@ class _ElicitingUserIO:
         self.ctx = ctx
         self.supported = supported
         self.refused_unasked = False
+        self.invalid_answer = ""
 
     def request_input(self, prompt: str, *, timeout: float | None = None) -> Str | None:
         if not self.supported:
             self.refused_unasked = True
             return None
-        result = anyio.from_thread.run(self.ctx.elicit, prompt, Approval)
+        try:
+            result = anyio.from_thread.run(self.ctx.elicit, prompt, Approval)
+        except ValueError as error:  # pydantic's ValidationError, or an accept without content
+            # e.g. "accept" with content {}: an answer that approves nothing is a refusal.
+            self.invalid_answer = INVALID_APPROVAL.format(error=_problems(error))
+            return Str(value="no")
         approved = result.action == "accept" and bool(getattr(result.data, "approve", False))
         return Str(value="yes" if approved else "no")
 
@@ -88,6 +109,19 @@ def unencodable(tool: str, arguments: dict[str, Any]) -> str | None:
             items = cast("Sequence[Any]", value)
             pending.extend((f"{where}[{index}]", item) for index, item in enumerate(items))
     return None
+def reply(text: str, *, error: bool) -> CallToolResult:
+    """A tool's answer; ``isError`` marks a refusal, so hosts can tell it from a result."""
+    return CallToolResult(content=[types.TextContent(type="text", text=text)], isError=error)
+
+
+def is_refusal(output: object) -> bool:
+    """Whether the guarded work was refused or failed (denied, not started, internal error)."""
+    if isinstance(output, FileCommandResult):
+        refused = any(c.state in ("denied", "failed") for c in output.commands)
+        return refused and output.exit_status != 0
+    if getattr(output, "status", None) == "refused":  # a SafeScripts run the helper refused
+        return True
+    return isinstance(output, Str) and REFUSAL.match(output.value) is not None
 
 
 def run_chain(tools: Sequence[Tool], value: Empty) -> Empty:
@@ -146,7 +180,7 @@ def build_server(
         log_level="WARNING",
     )
 
-    async def guarded(ctx: Context[Any, Any, Any], work: Callable[[], Empty]) -> str:
+    async def guarded(ctx: Context[Any, Any, Any], work: Callable[[], Empty]) -> CallToolResult:
         wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
         user_io = _ElicitingUserIO(ctx, ctx.session.check_client_capability(wanted))
 
@@ -156,7 +190,11 @@ def build_server(
 
         output = await anyio.to_thread.run_sync(job)
         text = output.value if isinstance(output, Str) else output.model_dump_json()
-        return f"{text}\n{NO_ELICITATION}" if user_io.refused_unasked else text
+        if user_io.refused_unasked:
+            text = f"{text}\n{NO_ELICITATION}"
+        if user_io.invalid_answer:
+            text = f"{text}\n{user_io.invalid_answer}"
+        return reply(text, error=is_refusal(output))
 
     # Hints for hosts that show or gate tools by effect (they are hints, the policy decides).
     writes = types.ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
@@ -168,14 +206,14 @@ def build_server(
     async def run_file_command(
         value: list[tuple[str, TagName]],
         ctx: Context[Any, Any, Any],
-    ) -> str:
+    ) -> CallToolResult:
         refused = unencodable("run_file_command", {"value": value})
         if refused is not None:
-            return refused
+            return reply(refused, error=True)
         try:
             command = file_command[0].input_type.model_validate({"value": value})
         except ValidationError as error:
-            return f"run_file_command: invalid input: {error}"
+            return reply(f"run_file_command: invalid input: {error}", error=True)
         return await guarded(ctx, lambda: run_chain(file_command, command))
 
     @server.tool(name="apply_patch", description=patch[0].instruction, annotations=writes)
@@ -185,11 +223,11 @@ def build_server(
         new_string: str,
         ctx: Context[Any, Any, Any],
         replace_all: bool = False,
-    ) -> str:
+    ) -> CallToolResult:
         arguments = {"path": path, "old_string": old_string, "new_string": new_string}
         refused = unencodable("apply_patch", arguments)
         if refused is not None:
-            return refused
+            return reply(refused, error=True)
         request = patch[0].input_type.model_validate({**arguments, "replace_all": replace_all})
         return await guarded(ctx, lambda: run_chain(patch, request))
 
@@ -199,16 +237,16 @@ def build_server(
         ctx: Context[Any, Any, Any],
         start_page: int = 1,
         end_page: int | None = None,
-    ) -> str:
+    ) -> CallToolResult:
         refused = unencodable("process_pdf", {"path": path})
         if refused is not None:
-            return refused
+            return reply(refused, error=True)
         try:
             request = read_pdf[0].input_type.model_validate(
                 {"path": path, "start_page": start_page, "end_page": end_page}
             )
         except ValidationError as error:
-            return f"process_pdf: invalid input: {error}"
+            return reply(f"process_pdf: invalid input: {error}", error=True)
         return await guarded(ctx, lambda: run_chain(read_pdf, request))
 
     if socket_path is not None:
@@ -223,11 +261,11 @@ def build_server(
             ctx: Context[Any, Any, Any],
             script: str | None = None,
             args: list[str] | None = None,
-        ) -> str:
+        ) -> CallToolResult:
             arguments = {"script": script, "args": list(args or [])}
             refused = unencodable("run_shell_script", arguments)
             if refused is not None:
-                return refused
+                return reply(refused, error=True)
             request = script_tool.input_type.model_validate(arguments)
             return await guarded(ctx, lambda: script_tool.run(request, []))
 

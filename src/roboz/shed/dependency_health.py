@@ -56,13 +56,26 @@ class HelperSocketDependency:
         return f"helper socket {self.socket_path}"
 
     def check(self) -> DependencyFailure | None:
+        failure = self.check_socket_file()
+        if failure is not None:
+            return failure
+        try:
+            SafeScriptsClient(self.socket_path, timeout=self.timeout).check()
+        except SafeScriptsError as error:
+            return self._explain(error)
+        return None
+
+    def check_socket_file(self) -> DependencyFailure | None:
+        """The part of ``check`` that needs no connection: is there a socket at the path?"""
         try:
             mode = os.stat(self.socket_path).st_mode
         except FileNotFoundError:
             return DependencyFailure(
                 "helper_socket_missing",
                 f"no helper socket at {self.socket_path}: roboz-helper is not running or "
-                "listens elsewhere (check its policy's [server] socket)",
+                "listens elsewhere; start it (systemctl enable --now roboz-helper.socket, or "
+                "roboz scripts serve --policy FILE) or pass the socket its policy's [server] "
+                "socket names",
             )
         except OSError as error:
             return DependencyFailure.from_exception(
@@ -74,10 +87,6 @@ class HelperSocketDependency:
             return DependencyFailure(
                 "helper_socket_invalid", f"{self.socket_path} exists but is not a socket"
             )
-        try:
-            SafeScriptsClient(self.socket_path, timeout=self.timeout).check()
-        except SafeScriptsError as error:
-            return self._explain(error)
         return None
 
     def _explain(self, error: SafeScriptsError) -> DependencyFailure:

@@ -66,8 +66,8 @@ def test_an_agent_denied_a_file_reads_it_with_neither_tool(helper: Helper) -> No
             Capability(label=ToolLabel("stop", selectable=False), value=stop),
         ],
     )
-    definition.set_attributes(
-        permissions=PermissionPolicy(
+    definition.sandbox = (
+        PermissionPolicy(
             base=work,
             default_verdict=ActionVerdict.deny,
             allow=(PermissionRule(pattern="**"),),

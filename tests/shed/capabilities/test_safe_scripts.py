@@ -107,3 +107,31 @@ def test_an_unreachable_helper_is_reported_to_the_llm_not_raised(tmp_path: Path)
         assert isinstance(result, ShellScriptOutcome)
         assert result.status == "helper_error"
         assert f"no helper socket at {socket_path}" in result.value
+
+
+def test_a_missing_helper_socket_fails_the_build_with_the_fix(tmp_path: Path) -> None:
+    """Without a socket the agent is not built: the LLM is never left to find out mid-run."""
+    import pytest
+
+    from roboz.deployment import DeploymentError
+
+    absent = tmp_path / "wrong.sock"
+    definition = DeployableAgent(
+        "operator",
+        "Run scripts when asked.",
+        mode=AgentMode.AUTONOMOUS,
+        agent_endpoint=MockLLMEndpoint([]),
+        capabilities=[
+            SafeScripts(socket_path=absent),
+            Capability(label=ToolLabel("stop", selectable=False), value=stop),
+        ],
+    )
+    with pytest.raises(DeploymentError) as raised:
+        definition.build()
+    message = str(raised.value)
+    assert f"no helper socket at {absent}" in message
+    assert "roboz scripts serve --policy FILE" in message and "\n" not in message
+    # Left out of the selection, it is not built, so nothing is checked.
+    definition.set_capability_selection({"run_shell_script": False})
+    runtime, _ = definition.build()
+    assert [t.name for t in runtime.tools] == ["stop"]

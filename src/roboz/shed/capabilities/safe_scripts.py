@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from roboz.deployment import Capability, RuntimeValue, ToolLabel
-from roboz.shed.capabilities.files import PERMISSIONS
+from roboz.deployment import Capability, DeploymentError, RuntimeValue, ToolLabel
+from roboz.shed.capabilities.files import owner_policy
 from roboz.shed.dependency_health import HelperSocketDependency
-from roboz.shed.guard._policy import PermissionPolicy
 from roboz.shed.safe_scripts.client import SafeScriptsClient
 from roboz.shed.safe_scripts.tool import get_run_shell_script
 
@@ -23,8 +22,8 @@ SAFE_SCRIPTS_LABEL = ToolLabel("run_shell_script", selectable=True)
 
 class SafeScripts(Capability):
     """Lists and runs the scripts the helper's policy allows this process; declares the
-    helper socket as an external dependency. On an agent with guarded files (its
-    ``permissions`` attribute) every run is narrowed by that same PermissionPolicy: what the
+    helper socket as an external dependency. On an agent with a sandbox (its guarded
+    files' PermissionPolicy) every run is narrowed by that same PermissionPolicy: what the
     file tools deny is absent inside the sandbox too."""
 
     def __init__(
@@ -43,9 +42,14 @@ class SafeScripts(Capability):
         self.timeout = timeout
 
     def build(self, agent: DeployableAgent, pipe: EventPipe) -> tuple[RuntimeValue, ...]:
-        # The agent's file policy, if it has one, goes with every run (a restriction only).
-        permissions = agent.attributes.get(PERMISSIONS)
-        file_policy = permissions if isinstance(permissions, PermissionPolicy) else None
+        # Only the file is checked here (building connects to nothing): a missing socket is a
+        # deployment mistake to report now, not a run that ends with the LLM told "no helper".
+        failure = HelperSocketDependency(self.socket_path).check_socket_file()
+        if failure is not None:
+            raise DeploymentError(f"agent {agent.name!r}: SafeScripts: {failure.message}")
+        # The agent's file policy, if it has a sandbox, goes with every run (a restriction
+        # only): what its guarded file tools deny is absent inside the sandbox too.
+        file_policy = owner_policy(agent) if agent.sandbox is not None else None
         client = SafeScriptsClient(self.socket_path, timeout=self.timeout, file_policy=file_policy)
         return (get_run_shell_script(client),)
 

@@ -10,6 +10,7 @@ exception that would end the agent's run.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -50,6 +51,10 @@ def executor(
 ) -> Callable[[Callable[..., Any]], Factory[Any]]:
     """Decorate the executor of ``checker``: chained to it, it runs what it ``accepted``."""
     return factory(chained_to=checker, chain_condition=_IsAccepted(accepted))
+
+
+REFUSAL = re.compile(r"^[a-z_]+ (DENIED|failed): ")
+"""How the text of every ``Refused`` begins (``run_guarded`` writes them all)."""
 
 
 @dataclass(frozen=True)
