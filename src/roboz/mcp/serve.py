@@ -109,6 +109,8 @@ def unencodable(tool: str, arguments: dict[str, Any]) -> str | None:
             items = cast("Sequence[Any]", value)
             pending.extend((f"{where}[{index}]", item) for index, item in enumerate(items))
     return None
+
+
 def reply(text: str, *, error: bool) -> CallToolResult:
     """A tool's answer; ``isError`` marks a refusal, so hosts can tell it from a result."""
     return CallToolResult(content=[types.TextContent(type="text", text=text)], isError=error)

@@ -66,13 +66,11 @@ def test_an_agent_denied_a_file_reads_it_with_neither_tool(helper: Helper) -> No
             Capability(label=ToolLabel("stop", selectable=False), value=stop),
         ],
     )
-    definition.sandbox = (
-        PermissionPolicy(
-            base=work,
-            default_verdict=ActionVerdict.deny,
-            allow=(PermissionRule(pattern="**"),),
-            deny=(PermissionRule(pattern="secrets/**"),),
-        )
+    definition.sandbox = PermissionPolicy(
+        base=work,
+        default_verdict=ActionVerdict.deny,
+        allow=(PermissionRule(pattern="**"),),
+        deny=(PermissionRule(pattern="secrets/**"),),
     )
     runtime, _ = definition.build()
     info = runtime.show_agent_info(print_it=False)
