@@ -76,8 +76,8 @@ def _payload(text: str) -> Any:
     The seed's payload is text, an object or an array; a bare number, boolean or null read
     from the text (a client tool's result ``3``, a tool that printed ``42``) would be stored
     and then fail validation on every read of the thread."""
-    data = _json_or_text(text)
-    return data if isinstance(data, dict | list) else text
+    data: Any = _json_or_text(text)
+    return cast("Any", data) if isinstance(data, dict | list) else text
 
 
 def action_of(message: Message) -> tuple[str, dict[str, Any] | None] | None:

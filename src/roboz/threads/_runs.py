@@ -17,7 +17,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -477,7 +477,7 @@ class RunStoreMixin:
 
 
 @contextmanager
-def _decoding(thread_id: str, what: str) -> Iterator[None]:
+def _decoding(thread_id: str, what: str) -> Generator[None]:
     """A stored value that cannot be decoded is a CorruptRecordError, as on every read."""
     from roboz.threads._rows import DECODE_ERRORS
 
