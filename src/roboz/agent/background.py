@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from roboz.agent.current import current_agent
+from roboz.agent.context import current_run
 from roboz.models import Empty, Message
 from roboz.runtime.events import AgentFailed, AgentFinished, Event, EventPipe, current_pipe
 from roboz.tools import Tool
 
 if TYPE_CHECKING:
     from roboz.agent.agent import Agent
+    from roboz.agent.session import AgentRun
 
 DEFAULT_NAME = "start_background_agents"
 
@@ -54,6 +55,8 @@ class _Supervisor:
         self.pipe = pipe
         self.delay = delay
         self.ending = threading.Event()
+        self.run: AgentRun | None = None
+        """The attempt in progress: stopping cancels it (never another run of the agent)."""
         self.thread = threading.Thread(
             target=self._loop, name=f"roboz-background-{agent.name}", daemon=True
         )
@@ -67,8 +70,11 @@ class _Supervisor:
                     agent=self.parent, background=self.agent.name, attempt=attempt
                 )
             )
+            self.run = run = self.agent.new_run()
+            if self.ending.is_set():
+                break
             try:
-                self.agent.invoke()
+                run.run_sync()
             except Exception as error:
                 ending = self.ending.is_set()
                 self.pipe.emit(
@@ -96,7 +102,9 @@ class _Supervisor:
 
     def stop(self) -> None:
         self.ending.set()
-        self.agent.cancel()
+        run = self.run
+        if run is not None:
+            run.cancel()
 
 
 class BackgroundAgents:
@@ -125,9 +133,9 @@ class BackgroundAgents:
         with self._lock:
             if self._running or not self.agents:
                 return Empty()
-            parent = current_agent()
-            pipe = current_pipe() or (parent.event_pipe if parent else EventPipe())
-            name = parent.name if parent else None
+            parent = current_run()
+            pipe = parent.pipe if parent else current_pipe() or EventPipe()
+            name = parent.agent if parent else None
             self._running = [
                 _Supervisor(agent, name, pipe, self.restart_delay_s) for agent in self.agents
             ]

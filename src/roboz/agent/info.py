@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Sequence
 
 from roboz.agent.graph import ToolGraph
-from roboz.agent.run import PROMPT_LLM, AgentRun
+from roboz.agent.run import PROMPT_LLM, Scheduler
 from roboz.agent.spec import RunSpec
 from roboz.models import Message
 from roboz.runtime.events import Sink
@@ -35,7 +35,7 @@ def describe_agent(
     initial_messages: Sequence[Message],
     persistence: str = "in memory; invoke() returns the conversation",
 ) -> str:
-    preview = AgentRun(agent, list(initial_messages))
+    preview = Scheduler(agent, list(initial_messages))
     endpoint = agent.endpoint
     lines = [
         f"Agent {agent.name!r}" + (f": {description}" if description else ""),
