@@ -53,7 +53,7 @@ def definition(base: Path, mock: MockLLMEndpoint, *capabilities: Capability) -> 
 
 def test_filesystem_loads_the_complete_skill_at_start(tmp_path: Path) -> None:
     runtime, _ = definition(tmp_path, MockLLMEndpoint([]), Filesystem()).build()
-    assert runtime.skills == []
+    assert runtime.skills == ()
     (skill,) = runtime.auto_loaded_skills
     assert skill.name == "filesystem"
     assert "run_file_command" in skill.instructions and "apply_patch" in skill.instructions
@@ -64,7 +64,7 @@ def test_filesystem_on_demand_offers_the_same_skill(tmp_path: Path) -> None:
     agent = definition(tmp_path, MockLLMEndpoint([]), Filesystem(label=SkillLabel("filesystem")))
     runtime, _ = agent.build()
     assert [s.name for s in runtime.skills] == ["filesystem"]
-    assert runtime.auto_loaded_skills == []
+    assert runtime.auto_loaded_skills == ()
 
 
 def test_file_capabilities_need_a_permission_policy(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ def test_file_capabilities_need_a_permission_policy(tmp_path: Path) -> None:
     assert "Filesystem skill 'filesystem' needs permissions" in str(caught.value)
     assert "Pdf skill 'pdf' needs permissions" in str(caught.value)
     agent.set_capability_selection({})  # both left out: nothing is required any more
-    assert agent.build()[0].auto_loaded_skills == []
+    assert agent.build()[0].auto_loaded_skills == ()
 
 
 def test_labels_of_the_wrong_kind_are_refused() -> None:
