@@ -178,13 +178,16 @@ class RunPipe(EventPipe):
         return super().wants_deltas or self.outer.wants_deltas
 
     def emit(self, event: Event) -> None:
+        outer = self.outer
+        if not self._sinks and not outer._sinks:
+            return  # nobody hears it (the hot path of a run without sinks stays as cheap)
         if event.run_id is None:
             # Frozen for sinks; stamped once, here, before any sink sees it (cheaper than a
             # copy per event on the hot path).
             object.__setattr__(event, "run_id", self.run_id)
         if self._sinks:
             super().emit(event)
-        self.outer.emit(event)
+        outer.emit(event)
 
 
 _current_pipe: contextvars.ContextVar[EventPipe | None] = contextvars.ContextVar(
