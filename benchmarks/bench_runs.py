@@ -25,7 +25,7 @@ from roboz.threads import SQLiteThreadStore, ThreadStore
 from roboz.tools import stop, tool
 
 RUNS = 50
-STEPS = 10  # LLM-chosen work steps per run, then a Stop
+STEPS = 40  # LLM-chosen work steps per run, then a Stop
 
 
 class _PerRun(_LocalEndpoint):
@@ -55,8 +55,8 @@ class _PerRun(_LocalEndpoint):
 
 
 @tool
-def work(input: Str, messages: list[Message]) -> Str:
-    """One step of work."""
+async def work(input: Str, messages: list[Message]) -> Str:
+    """One step of work (async: a sync tool would measure the loop's thread pool)."""
     return Str(value=input.value)
 
 
