@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 
 from roboz.agent.context import current_run
 from roboz.models import Empty, Message
-from roboz.runtime.events import AgentFailed, AgentFinished, Event, EventPipe, current_pipe
+from roboz.runtime.events import (
+    AgentFailed,
+    AgentFinished,
+    Event,
+    EventPipe,
+    RunPipe,
+    current_pipe,
+)
 from roboz.tools import Tool
 
 if TYPE_CHECKING:
@@ -140,12 +147,20 @@ class BackgroundAgents:
                 _Supervisor(agent, name, pipe, self.restart_delay_s) for agent in self.agents
             ]
 
+            run_id = parent.run_id if parent else None
+
             def on_parent_end(event: Event) -> None:
-                if isinstance(event, AgentFinished | AgentFailed) and event.agent == name:
+                if not isinstance(event, AgentFinished | AgentFailed) or event.agent != name:
+                    return
+                if run_id is None or event.run_id == run_id:  # the parent run's own end
                     unsubscribe()
                     self.stop()
 
-            unsubscribe = pipe.subscribe(on_parent_end)
+            # Heard on the agent's pipe, after the sinks subscribed there before (a
+            # Librarian's final sweep of the ending run), not on the run's own pipe, whose
+            # sinks hear an event first.
+            outer = pipe.outer if isinstance(pipe, RunPipe) else pipe
+            unsubscribe = outer.subscribe(on_parent_end)
             for supervisor in self._running:
                 supervisor.thread.start()
         return Empty()
