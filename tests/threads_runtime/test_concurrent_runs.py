@@ -344,3 +344,29 @@ def test_a_nested_agent_called_by_two_runs_at_once_keeps_two_linked_threads(
         assert kids.parent_tool_use_id == use.tool_use_id
         texts = _stored_texts(kids)
         _own(f"child-{n}", texts)
+
+
+def test_the_agents_own_views_name_the_last_run_to_finish(store: ThreadStore) -> None:
+    release = threading.Event()
+    entered = threading.Event()
+
+    @tool
+    def shout(input: Str, messages: list[Message]) -> Str:
+        """Shout the text; run-1 waits to be released."""
+        if input.value == "run-1":
+            entered.set()
+            release.wait(10)
+        return Str(value=input.value.upper())
+
+    agent = Agent(
+        name="server", agent_endpoint=PerRun(), tools=[shout, roboz.tools.stop], store=store
+    )
+    slow = agent.start(_ask("run-1"), thread_id="late")
+    assert entered.wait(10)
+    _, quick = agent.invoke(_ask("run-2"), thread_id="early")  # type: ignore[misc]
+    assert agent.messages is quick and agent.thread_id == "early"
+    assert agent.last_usage.input_tokens == 4
+    release.set()
+    _, conversation = slow.result(timeout=10)  # type: ignore[misc]
+    assert agent.messages is conversation and agent.thread_id == "late"
+    assert agent.last_usage.input_tokens == 2
