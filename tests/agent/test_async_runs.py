@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from roboz import Agent, AgentMode, factory, tool
-from roboz.agent import AgentCancelledError
+from roboz.agent import AgentCancelledError, RunContext, current_run
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Empty, Int, Message, Stop
 from roboz.runtime.events import AgentFailed, AgentFinished, Event, LLMProseDelta, ToolFinished
@@ -119,10 +119,12 @@ def test_cancelling_ainvoke_in_an_async_tool_ends_the_run_like_cancel() -> None:
 
 def test_cancelling_ainvoke_waits_for_a_sync_tool_and_no_thread_is_left() -> None:
     release, running = threading.Event(), threading.Event()
+    contexts: list[RunContext | None] = []
 
     @tool
     def blocking(input: Empty, messages: list[Message]) -> Stop:
         """Blocks until released."""
+        contexts.append(current_run())
         running.set()
         release.wait(5)
         return Stop()
@@ -140,7 +142,8 @@ def test_cancelling_ainvoke_waits_for_a_sync_tool_and_no_thread_is_left() -> Non
         release.set()
         with pytest.raises(asyncio.CancelledError):
             await run
-        assert agent._cancel.is_set()
+        (context,) = contexts
+        assert context is not None and context.cancelled
 
     asyncio.run(main())
 
@@ -181,17 +184,19 @@ def test_leaving_a_stream_early_cancels_the_run_and_joins_its_thread() -> None:
         """Tick."""
         return Int(value=1)
 
+    recorded: list[Event] = []
     agent = Agent(
         name="t",
         agent_endpoint=MockLLMEndpoint([{"action": "tick"}] * 1000),
         tools=[tick],
         max_steps=5000,
+        event_sinks=[recorded.append],
     )
     with contextlib.closing(agent.stream()) as events:
         for event in events:
             if isinstance(event, ToolFinished) and event.tool == "tick":
                 break
-    assert agent._cancel.is_set()
+    assert [e for e in recorded if isinstance(e, AgentFailed) and "cancelled" in e.error]
     assert not [t for t in threading.enumerate() if t.name == "roboz-agent-stream"]
 
 

@@ -10,6 +10,7 @@ from roboz.agent import (
     AgentReplyError,
     MaxStepsExceededError,
     ToolExecutionError,
+    current_run,
 )
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Empty, Int, Message, Role, Stop, Str
@@ -183,9 +184,11 @@ def test_the_cancel_event_reaches_the_endpoint() -> None:
 
     class Watching(MockLLMEndpoint):
         def complete(self, records, *, on_delta=None, cancel=None):  # type: ignore[no-untyped-def]
-            seen.append(cancel)
+            context = current_run()
+            seen.append((cancel, context.cancel if context is not None else None))
             return super().complete(records, on_delta=on_delta, cancel=cancel)
 
     agent = Agent(name="c", agent_endpoint=Watching([{"action": "stop"}]), tools=[stop])
     agent.invoke()
-    assert seen and seen[0] is agent._cancel
+    (cancel, of_the_run), *_ = seen
+    assert cancel is not None and cancel is of_the_run

@@ -117,7 +117,7 @@ def test_every_rejected_reply_is_an_event_and_the_error_names_the_last_reason() 
     assert caught.value.messages is agent.messages
 
 
-def test_a_run_sees_a_frozen_spec_and_settings_changed_between_runs_apply_next() -> None:
+def test_an_agent_is_immutable_and_replace_makes_another() -> None:
     import dataclasses
 
     from roboz.agent import MaxStepsExceededError
@@ -127,7 +127,10 @@ def test_a_run_sees_a_frozen_spec_and_settings_changed_between_runs_apply_next()
     spec = agent.run_spec()
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.max_steps = 1  # type: ignore[misc]
-    agent.max_steps = 2
+    with pytest.raises(AttributeError, match=r"immutable .* agent.replace\(max_steps=...\)"):
+        agent.max_steps = 2
+    strict = agent.replace(max_steps=2)
     with pytest.raises(MaxStepsExceededError, match="more than 2 steps"):
-        agent.invoke()
-    assert spec.max_steps == 1000
+        strict.invoke()
+    assert spec.max_steps == agent.max_steps == 1000
+    assert strict.event_pipe is agent.event_pipe and strict.user_io is agent.user_io

@@ -49,3 +49,15 @@ def test_durable_benchmark_prints_the_overheads(postgres_cluster: object) -> Non
     assert done.returncode == 0, done.stderr
     for figure in ("per round: in memory", "progress=False", "a pure tool saves", "empty DBOS"):
         assert figure in done.stdout
+
+
+def test_runs_benchmark_prints_shared_against_separate_agents() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "bench_runs", "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    for figure in ("50 concurrent ainvoke, in memory:", "persisted to one store:"):
+        assert figure in done.stdout

@@ -35,7 +35,7 @@ def test_seed_example_runs_unchanged_and_builds_what_it_selected() -> None:
     assert isinstance(runtime, Agent)
     assert namespace["background_agents"] == ()
     assert [skill.name for skill in runtime.skills] == ["guide"]
-    assert runtime.auto_loaded_skills == []
+    assert runtime.auto_loaded_skills == ()
     # "stop" is declared without selectable=True, so it is fixed: the explicit map that names
     # only "guide" keeps it, and the example agent can still stop.
     assert [t.name for t in runtime.tools] == ["stop"]

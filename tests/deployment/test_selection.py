@@ -58,7 +58,7 @@ def test_an_explicit_map_keeps_fixed_entries_and_only_the_enabled_optional_ones(
     runtime, _ = agent.build()
     assert [t.name for t in runtime.tools] == ["greet"]  # fixed, although not mentioned
     assert [s.name for s in runtime.skills] == ["guide"]
-    assert runtime.auto_loaded_skills == []  # omitted optional entry
+    assert runtime.auto_loaded_skills == ()  # omitted optional entry
 
 
 def test_false_disables_an_optional_entry() -> None:
@@ -202,5 +202,5 @@ def test_a_shared_capability_is_selected_per_agent() -> None:
     first.set_capability_selection({"guide": SkillLoading.AUTOMATIC})
     second.set_capability_selection({"guide": False})
     assert [s.name for s in first.build()[0].auto_loaded_skills] == ["guide"]
-    assert second.build()[0].skills == second.build()[0].auto_loaded_skills == []
+    assert second.build()[0].skills == second.build()[0].auto_loaded_skills == ()
     assert shared.label.loading is SkillLoading.ON_DEMAND

@@ -265,7 +265,7 @@ def test_mcp_tools_capability_and_skill(demo: MCPServer, recorder: Recorder) -> 
     agent, _ = definition.build()
     assert [t.name for t in agent.tools] == ["shout"]
     assert [s.name for s in agent.skills] == ["demo_tools"]
-    agent.tools.append(stop)
+    agent = agent.replace(tools=[*agent.tools, stop])
     result, conversation = agent.invoke()
     assert result.value == "ok"
     assert recorder.calls() == ["echo"]

@@ -78,7 +78,6 @@ def test_background_agent_is_started_restarted_and_stopped_with_its_parent() -> 
     runtime, background = definition.build()
     assert [a.name for a in background] == ["janitor"]
     assert runtime.default_tools[0].name == "start_background_agents"
-    background[0].max_steps = 10**6
     stop, conversation = runtime.invoke()
     assert stop.value == "ok"
     assert not any(m.caller == "start_background_agents" for m in conversation)

@@ -142,7 +142,7 @@ def test_a_resumed_run_sees_the_same_compacted_view(tmp_path: Path) -> None:
     summarizer = MockLLMEndpoint(["SUMMARY of the dig"])
     with SQLiteThreadStore(tmp_path / "runs.db") as store:
         agent, _ = run(summarizer)
-        agent.store = store
+        agent = agent.replace(store=store)
         _, conversation = agent.invoke(thread_id="dig-1")
         assert len(store.get_thread("dig-1").messages) == len(conversation)
         resumed_endpoint = MockLLMEndpoint([{"action": "stop", "value": "again"}])

@@ -200,8 +200,13 @@ def test_arguments_are_checked_against_the_schema_before_the_client_sees_them(
             {"action": "pick_files", "pattern": "*.csv"},
         ]
     )
-    agent = Agent(name="asker", agent_endpoint=endpoint, tools=[roboz.tools.stop], store=store)
-    agent.max_repairs = 3
+    agent = Agent(
+        name="asker",
+        agent_endpoint=endpoint,
+        tools=[roboz.tools.stop],
+        store=store,
+        max_repairs=3,
+    )
     turn = agent.invoke(thread_id="t-2", client_tools=[PICK])
     assert isinstance(turn, ClientToolTurn)
     assert turn.pending[0].input == {"pattern": "*.csv"}

@@ -111,7 +111,7 @@ def test_goals_failed_when_the_budget_runs_out(store: ThreadStore) -> None:
 def test_goals_of_earlier_turns_are_not_driven(store: ThreadStore) -> None:
     events: list[Event] = []
     agent = make_agent(store, [{"action": "stop", "value": "x"}] * 4, events)
-    agent.max_goal_prompts = 0
+    agent = agent.replace(max_goal_prompts=0)
     agent.invoke(list(ASK), thread_id="g-3", goals=[GOAL])
     assert store.get_thread("g-3").status is AgentThreadStatus.GOALS_FAILED
     agent.invoke([Message(role=Role.USER, content="Never mind.")], thread_id="g-3")
@@ -139,7 +139,7 @@ def test_a_tool_declares_a_goal(store: ThreadStore) -> None:
         ],
         events,
     )
-    agent.tools.append(promise_report)
+    agent = agent.replace(tools=[*agent.tools, promise_report])
     stop, messages = agent.invoke(list(ASK), thread_id="g-4")
     assert "no report was written to q3.md" in next(
         m.content for m in messages if m.message_kind == "goal_reprompt"
@@ -172,7 +172,7 @@ def test_a_check_that_raises_ends_the_run_with_a_clear_error(store: ThreadStore)
         raise KeyError("path")
 
     agent = make_agent(store, [{"action": "stop", "value": "x"}], [])
-    agent.goal_checks["broken"] = broken
+    agent = agent.replace(goal_checks={**agent.goal_checks, "broken": broken})
     with pytest.raises(ToolExecutionError, match="the check of goal 'broken' failed: KeyError"):
         agent.invoke(list(ASK), thread_id="g-6", goals=[{"goal_type": "broken"}])
     assert store.get_thread("g-6").status is AgentThreadStatus.USER_TURN

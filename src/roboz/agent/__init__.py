@@ -7,6 +7,7 @@ from roboz.agent.client_tools import (
     ClientToolTurn,
     ClientToolUse,
 )
+from roboz.agent.context import RunContext, current_run, current_scope, current_viewing_context
 from roboz.agent.errors import (
     AgentCancelledError,
     AgentConfigurationError,
@@ -18,8 +19,8 @@ from roboz.agent.errors import (
 )
 from roboz.agent.goals import GoalCheck, GoalsFailed, declare_goal
 from roboz.agent.mode import AgentMode
+from roboz.agent.session import AgentRun
 from roboz.agent.tasks import TASK_TOOLS
-from roboz.agent.turn import current_scope, current_viewing_context
 
 __all__ = [
     "TASK_TOOLS",
@@ -28,6 +29,7 @@ __all__ = [
     "AgentConfigurationError",
     "AgentMode",
     "AgentReplyError",
+    "AgentRun",
     "AgentRunError",
     "ChainConflictError",
     "ClientToolError",
@@ -37,7 +39,9 @@ __all__ = [
     "GoalCheck",
     "GoalsFailed",
     "MaxStepsExceededError",
+    "RunContext",
     "ToolExecutionError",
+    "current_run",
     "current_scope",
     "current_viewing_context",
     "declare_goal",

@@ -15,14 +15,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from roboz.agent.current import current_agent
+from roboz.agent.context import current_run
 from roboz.agent.errors import AgentCancelledError
 from roboz.models import Empty, Message
-from roboz.runtime.events import AgentFailed, AgentFinished, Event, EventPipe, current_pipe
+from roboz.runtime.events import (
+    AgentFailed,
+    AgentFinished,
+    Event,
+    EventPipe,
+    RunPipe,
+    current_pipe,
+)
 from roboz.tools import Tool
 
 if TYPE_CHECKING:
     from roboz.agent.agent import Agent
+    from roboz.agent.session import AgentRun
 
 DEFAULT_NAME = "start_background_agents"
 
@@ -56,6 +64,8 @@ class _Supervisor:
         self.pipe = pipe
         self.delay = delay
         self.ending = threading.Event()
+        self.run: AgentRun | None = None
+        """The attempt in progress: stopping cancels it (never another run of the agent)."""
         self.thread = threading.Thread(
             target=self._loop, name=f"roboz-background-{agent.name}", daemon=True
         )
@@ -69,8 +79,11 @@ class _Supervisor:
                     agent=self.parent, background=self.agent.name, attempt=attempt
                 )
             )
+            self.run = run = self.agent.new_run()
+            if self.ending.is_set():
+                break
             try:
-                self.agent.invoke()
+                run.run_sync()
             except Exception as error:
                 ending = self.ending.is_set()
                 if ending and isinstance(error, AgentCancelledError):
@@ -100,7 +113,9 @@ class _Supervisor:
 
     def stop(self) -> None:
         self.ending.set()
-        self.agent.cancel()
+        run = self.run
+        if run is not None:
+            run.cancel()
 
 
 class BackgroundAgents:
@@ -129,19 +144,27 @@ class BackgroundAgents:
         with self._lock:
             if self._running or not self.agents:
                 return Empty()
-            parent = current_agent()
-            pipe = current_pipe() or (parent.event_pipe if parent else EventPipe())
-            name = parent.name if parent else None
+            parent = current_run()
+            pipe = parent.pipe if parent else current_pipe() or EventPipe()
+            name = parent.agent if parent else None
             self._running = [
                 _Supervisor(agent, name, pipe, self.restart_delay_s) for agent in self.agents
             ]
 
+            run_id = parent.run_id if parent else None
+
             def on_parent_end(event: Event) -> None:
-                if isinstance(event, AgentFinished | AgentFailed) and event.agent == name:
+                if not isinstance(event, AgentFinished | AgentFailed) or event.agent != name:
+                    return
+                if run_id is None or event.run_id == run_id:  # the parent run's own end
                     unsubscribe()
                     self.stop()
 
-            unsubscribe = pipe.subscribe(on_parent_end)
+            # Heard on the agent's pipe, after the sinks subscribed there before (a
+            # Librarian's final sweep of the ending run), not on the run's own pipe, whose
+            # sinks hear an event first.
+            outer = pipe.outer if isinstance(pipe, RunPipe) else pipe
+            unsubscribe = outer.subscribe(on_parent_end)
             for supervisor in self._running:
                 supervisor.thread.start()
         return Empty()

@@ -1,6 +1,6 @@
 """The two drivers of the one scheduler: ``invoke`` (sync) and ``ainvoke`` (async).
 
-The scheduler (``AgentRun``) is written once, as coroutines. It reaches the outside world
+The scheduler (``Scheduler``) is written once, as coroutines. It reaches the outside world
 only through its driver: calling a tool, asking the endpoint, and a cooperative pause.
 
 - ``SyncDriver`` makes every effect complete before returning, so the scheduler's coroutine

@@ -10,19 +10,18 @@ turn pending, the LLM is told what is missing and the run goes on, at most
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from roboz.agent.context import current_run
 from roboz.agent.errors import AgentConfigurationError, ToolExecutionError
-from roboz.agent.turn import Turn, current_turn, sequence_numbers, turn_start
+from roboz.agent.turn import GoalCheck as GoalCheck  # re-exported: its public home
+from roboz.agent.turn import Turn, sequence_numbers, turn_start
 from roboz.models import Message, Role, Stop
 from roboz.runtime.events import Event, emit
 from roboz.threads import AgentGoal, AgentGoalStatus, AgentThreadGoalRecord, AgentThreadStatus
 from roboz.threads.record import utc_now
-
-GoalCheck = Callable[[AgentGoal, list[Message], Stop], bool | str]
-"""True when the goal is met; False, or what is still missing, when it is not."""
 
 REPROMPT_KIND = "goal_reprompt"
 """``message_kind`` of the message that tells the LLM which goals are not met yet."""
@@ -71,12 +70,10 @@ def declare_goal(
 ) -> AgentThreadGoalRecord:
     """From a tool: add a goal to the current turn (its check from ``check`` or the agent's
     ``goal_checks``; a ``check`` given here lives in this process only)."""
-    from roboz.agent.current import current_agent
-
-    turn, agent = current_turn(), current_agent()
-    if turn is None or agent is None:
+    run = current_run()
+    if run is None:
         raise RuntimeError("declare_goal() works only inside a tool of a running agent")
-    return declare(turn, goal, agent.goal_checks, check)
+    return declare(run.turn, goal, run.goal_checks, check)
 
 
 class GoalKeeper:

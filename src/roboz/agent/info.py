@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Sequence
 
 from roboz.agent.graph import ToolGraph
-from roboz.agent.run import PROMPT_LLM, AgentRun
+from roboz.agent.run import PROMPT_LLM, Scheduler
 from roboz.agent.spec import RunSpec
 from roboz.dependencies import ExternalDependency, LLMEndpointDependency
 from roboz.models import Message
@@ -37,7 +37,7 @@ def describe_agent(
     persistence: str = "in memory; invoke() returns the conversation",
     dependencies: Sequence[ExternalDependency] = (),
 ) -> str:
-    preview = AgentRun(agent, list(initial_messages))
+    preview = Scheduler(agent, list(initial_messages))
     endpoint = agent.endpoint
     lines = [
         f"Agent {agent.name!r}" + (f": {description}" if description else ""),

@@ -5,7 +5,9 @@ The parent's LLM (or a chain) invokes the tool with a typed input; the child run
 Stop's value comes back as the tool's output. When the parent's run is persisted and the
 child has a store (the parent's, unless it has its own), the child's conversation is its own
 thread, linked to the parent's thread and tool call, so a user interface can open it.
-Cancelling the parent cancels the child. A child that fails raises NestedAgentError, which
+Each call is a run of its own, so a child called twice at once (in parallel tool calls or
+by two parents) keeps two conversations and two threads. Cancelling the parent cancels the
+child's run. A child that fails raises NestedAgentError, which
 keeps the child's messages and names its thread.
 """
 
@@ -18,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from roboz.agent.current import current_agent
+from roboz.agent.client_tools import ClientToolTurn
+from roboz.agent.context import current_run
 from roboz.agent.errors import AgentConfigurationError, AgentRunError
+from roboz.agent.persistence import action_of
+from roboz.agent.request import RunRequest
 from roboz.models import Empty, Message, Role, Str
 from roboz.models.values import payload_json
 from roboz.tools import Tool
@@ -82,9 +87,7 @@ def agent_tool(
     child's Stop; a chain into it whose parent's output does not fit ``input_type`` fails
     when the parent agent is built, naming both.
     """
-    from roboz.agent.agent import Agent
-
-    if not isinstance(child, Agent):
+    if not hasattr(child, "new_run"):  # an Agent; anything else is built into one
         build = getattr(child, "build", None)
         if build is None:
             raise AgentConfigurationError(
@@ -100,7 +103,7 @@ def agent_tool(
     text = instruction or child.description or f"Delegate a task to the agent {child.name!r}."
 
     def run(value: Empty, messages: list[Message]) -> Empty:
-        parent = current_agent()
+        parent = current_run()
         conversation = [
             *child.initial_messages,
             Message(role=Role.USER, content=_input_text(value)),
@@ -115,8 +118,6 @@ def agent_tool(
             last_seq = getattr(messages, "last_seq", None)
             parent_thread_id = parent_thread
             if last_seq is not None:
-                from roboz.agent.persistence import action_of
-
                 # The call is the parent's action when the LLM asked for this tool; when a
                 # chain or a default ran it, the parent's thread mints the call on the row
                 # of this tool's result, the next one.
@@ -126,11 +127,24 @@ def agent_tool(
             # Named after the call, so a resumed parent (another process) never reuses one.
             call = parent_tool_use_id or f"x{uuid.uuid4().hex[:12]}"
             thread_id = f"{parent_thread}.{tool_name}.{call}"
-        previous_store = child.store
-        child.store = store if thread_id is not None else previous_store
+        if thread_id is None:
+            store = None  # the child's own store (if any) keeps a thread of its own
+        elif store is not None:
+            # Created first, so the link is there from the child's first message on.
+            store.create_thread(
+                org_id="local",
+                created_by=child.name,
+                thread_id=thread_id,
+                created_from_agent_id=child.name,
+                parent_thread_id=parent_thread_id,
+                parent_tool_use_id=parent_tool_use_id,
+            )
+        else:
+            thread_id = None
+        child_run = child.new_run(conversation, thread_id, RunRequest(), store=store)
         done = threading.Event()
         watcher = None
-        parent_cancel = getattr(parent, "_cancel", None)
+        parent_cancel = parent.cancel if parent is not None else None
         if parent_cancel is not None:
             if parent_cancel.is_set():
                 raise NestedAgentError(
@@ -140,25 +154,13 @@ def agent_tool(
             def watch() -> None:
                 while not done.wait(_CANCEL_POLL_S):
                     if parent_cancel.is_set():
-                        child.cancel()
+                        child_run.cancel()  # this call's run only, never a sibling's
                         return
 
             watcher = threading.Thread(target=watch, name=f"roboz-nested-{tool_name}", daemon=True)
             watcher.start()
         try:
-            if child.store is not None and thread_id is not None:
-                # Created first, so the link is there from the child's first message on.
-                child.store.create_thread(
-                    org_id="local",
-                    created_by=child.name,
-                    thread_id=thread_id,
-                    created_from_agent_id=child.name,
-                    parent_thread_id=parent_thread_id,
-                    parent_tool_use_id=parent_tool_use_id,
-                )
-                stop, _ = child.invoke(conversation, thread_id=thread_id)
-            else:
-                stop, _ = child.invoke(conversation)
+            result = child_run.run_sync()
         except AgentRunError as error:
             raise NestedAgentError(
                 f"{label} failed: {error}",
@@ -169,8 +171,11 @@ def agent_tool(
             done.set()
             if watcher is not None:
                 watcher.join()
-            child.store = previous_store
-        return _output(output_type, stop.value, label)
+        if isinstance(result, ClientToolTurn):  # the child offers no client tools
+            raise NestedAgentError(
+                f"{label} waits for client tools", messages=result.messages, thread_id=thread_id
+            )
+        return _output(output_type, result[0].value, label)
 
     tool = Tool(
         name=tool_name,

@@ -23,7 +23,14 @@ from pydantic import TypeAdapter
 from roboz.agent.client_tools import ClientToolError
 from roboz.agent.errors import AgentConfigurationError
 from roboz.models import Message, Role
-from roboz.runtime.events import Event, LLMDelta, LLMProseDelta, LLMRequested, ToolStarted
+from roboz.runtime.events import (
+    Event,
+    EventPipe,
+    LLMDelta,
+    LLMProseDelta,
+    LLMRequested,
+    ToolStarted,
+)
 from roboz.runtime.prose import ProseText, reply_prose
 from roboz.threads import (
     AgentErrorContent,
@@ -40,10 +47,9 @@ from roboz.threads import (
 )
 from roboz.threads._runs import DRAFT, NOTICE
 from roboz.threads.content import decode_blocks
-from roboz.threads.record import new_thread_id
 
 if TYPE_CHECKING:
-    from roboz.agent.agent import Agent
+    from roboz.agent.spec import RunSpec
 
 THREAD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 """What a thread id may look like: it appears in file names, URLs and log lines."""
@@ -214,7 +220,6 @@ class PersistedConversation(list[Message]):
         messages: Iterable[Message],
         seqs: list[int],
         next_seq: int,
-        agent_name: str | None = None,
     ) -> None:
         super().__init__(messages)
         self.store = store
@@ -230,7 +235,6 @@ class PersistedConversation(list[Message]):
         self._tool_started: float | None = None
         self._draft: int | None = None  # row of the reply streaming in, if any
         self._prose = ProseText()
-        self.agent_name = agent_name
         self.end_status = AgentThreadStatus.USER_TURN
         """The thread's status once the run ends (e.g. CLIENT_TOOL_TURN, GOALS_FAILED)."""
         self.viewing_context: tuple[Message, ClientViewingContext] | None = None
@@ -250,8 +254,8 @@ class PersistedConversation(list[Message]):
         return self._seqs[-1] if self._seqs else None
 
     def on_event(self, event: Event) -> None:
-        if event.agent != self.agent_name:
-            return
+        """Subscribed to its run's own pipe (never the agent's, which concurrent runs share),
+        so every event here is of this run."""
         if isinstance(event, ToolStarted):
             self._tool_started = time.perf_counter()
         elif isinstance(event, LLMRequested) and self.open:
@@ -339,12 +343,15 @@ class PersistedConversation(list[Message]):
 
 @contextmanager
 def persisted_conversation(
-    agent: Agent,
+    spec: RunSpec,
+    store: ThreadStore,
+    pipe: EventPipe,
     messages: list[Message] | None,
-    thread_id: str | None,
+    thread_id: str,
     viewing_context: ClientViewingContext | None = None,
 ) -> Generator[PersistedConversation, None, None]:
-    """Open (or create) ``thread_id`` in the agent's store for one run.
+    """Open (or create) ``thread_id`` in ``store`` for one run of ``spec``, listening to the
+    run's own ``pipe`` (for the reply streaming in).
 
     A new (or still empty) thread starts from ``messages``, else the agent's initial
     messages; an existing one from its stored conversation, with ``messages`` appended as
@@ -355,16 +362,12 @@ def persisted_conversation(
     ``viewing_context`` is recorded as a client-context block on the last user message this
     run adds (none is recorded when it adds no user message).
     """
-    store = agent.store
-    if store is None:
-        raise AgentConfigurationError(f"agent {agent.name!r} has no store for thread_id")
     if store.read_only:
         raise AgentConfigurationError(
-            f"agent {agent.name!r}: {store_label(store)} is opened read-only; a run needs to "
+            f"agent {spec.name!r}: {store_label(store)} is opened read-only; a run needs to "
             "write its thread"
         )
-    thread_id = new_thread_id() if thread_id is None else check_thread_id(thread_id, store)
-    start = list(messages if messages is not None else agent.initial_messages)
+    start = list(messages if messages is not None else spec.initial_messages)
     initial: list[RunRow] = []
     previous: tuple[int, Message] | None = None
     users = [m for m in start if m.role is Role.USER]
@@ -376,15 +379,14 @@ def persisted_conversation(
     lease, rows, created = store.open_run(
         thread_id,
         org_id="local",
-        created_by=agent.name,
-        created_from_agent_id=agent.name,
+        created_by=spec.name,
+        created_from_agent_id=spec.name,
         initial=initial,
     )
     loaded, seqs = restore(rows)
     next_seq = rows[-1].seq + 1 if rows else 0
-    conversation = PersistedConversation(store, lease, loaded, seqs, next_seq, agent.name)
-    agent.thread_id = thread_id
-    unsubscribe = agent.event_pipe.subscribe(conversation.on_event)
+    conversation = PersistedConversation(store, lease, loaded, seqs, next_seq)
+    unsubscribe = pipe.subscribe(conversation.on_event)
     try:
         if not created and viewing_context is not None:
             new = start[_stored_prefix(loaded, start) :] if messages is not None else start

@@ -53,8 +53,8 @@ from roboz.tools import Retry, Skill, Tool
 PROMPT_LLM = "prompt_llm"
 
 
-class AgentRun:
-    """Mutable state of a single ``invoke()``: conversation, loaded skills, counters."""
+class Scheduler:
+    """The loop of one run over its conversation: loaded skills, counters, the graph."""
 
     def __init__(
         self,

@@ -1,7 +1,8 @@
 """``stream`` and ``astream``: a run's events as an iterator, while the run goes on.
 
-Both subscribe a queue to the agent's pipe for the length of one run (so every event of the
-run arrives, including those tools emit on the pipe themselves) and end with the run: the
+Both subscribe a queue to the run's own pipe (so every event of the run arrives, including
+those tools emit on the pipe themselves, and none of another run of the same agent) and end
+with the run: the
 last event is AgentFinished (its ``output`` is the result) or AgentFailed, after which the
 run's error is raised. Leaving early (closing the iterator, or cancelling the task that
 reads it) cancels the run and waits for it, so no task or thread is left behind.
@@ -13,18 +14,18 @@ import asyncio
 import contextvars
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
 
-from roboz.runtime.events import Event, EventPipe, Sink
+from roboz.runtime.events import Event, Sink
 
-RunFactory = Callable[[threading.Event], Coroutine[Any, Any, Any]]
+if TYPE_CHECKING:
+    from roboz.agent.session import AgentRun
+
 _END = object()
 
 
-async def astream_run(
-    pipe: EventPipe, start: RunFactory, cancel: threading.Event
-) -> AsyncIterator[Event]:
+async def astream_run(run: AgentRun) -> AsyncIterator[Event]:
     loop = asyncio.get_running_loop()
     loop_thread = threading.get_ident()
     events: asyncio.Queue[Any] = asyncio.Queue()
@@ -36,8 +37,8 @@ async def astream_run(
         else:
             loop.call_soon_threadsafe(events.put_nowait, event)
 
-    unsubscribe = pipe.subscribe(sink)
-    task = asyncio.ensure_future(start(cancel))
+    unsubscribe = run.pipe.subscribe(sink)
+    task = asyncio.ensure_future(run.run_async())
     task.add_done_callback(lambda _: events.put_nowait(_END))
     try:
         while (event := await events.get()) is not _END:
@@ -56,22 +57,20 @@ async def astream_run(
             task.exception()  # retrieved, so it is not reported as never retrieved
 
 
-def stream_run(
-    pipe: EventPipe, run: Callable[[threading.Event], Any], cancel: threading.Event
-) -> Iterator[Event]:
+def stream_run(run: AgentRun) -> Iterator[Event]:
     events: queue.SimpleQueue[Any] = queue.SimpleQueue()
     failure: list[BaseException] = []
     sink: Sink = events.put
 
     def work() -> None:
         try:
-            run(cancel)
+            run.run_sync()
         except BaseException as error:
             failure.append(error)
         finally:
             events.put(_END)
 
-    unsubscribe = pipe.subscribe(sink)
+    unsubscribe = run.pipe.subscribe(sink)
     worker = threading.Thread(
         target=contextvars.copy_context().run, args=(work,), name="roboz-agent-stream", daemon=True
     )
@@ -84,5 +83,5 @@ def stream_run(
     finally:
         unsubscribe()
         if worker.is_alive():
-            cancel.set()
+            run.cancel()
             worker.join()

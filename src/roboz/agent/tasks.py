@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from roboz.agent.turn import Turn, current_turn
+from roboz.agent.context import current_turn
+from roboz.agent.turn import Turn
 from roboz.models import Empty, Message, Str
 from roboz.threads import AgentTask, AgentTaskStatus
 from roboz.tools import Retry, tool

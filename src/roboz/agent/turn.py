@@ -1,22 +1,19 @@
 """The thread-level state of one run: scope, viewing context, tasks and goals.
 
-Tool signatures are fixed as ``(input, messages)``, so a tool reaches this state through
-context accessors: ``current_scope()`` (the analysis window the tool may honour) and
-``current_viewing_context()`` (what the user had open). The task and goal tools use
-``current_turn()``. A persisted run writes every change of tasks or goals to the thread, so a
-user interface sees it in its next delta.
+A tool reaches it through its run's context (``roboz.agent.context``: ``current_scope()``,
+``current_viewing_context()``, ``current_turn()``). A persisted run writes every change of
+tasks or goals to the thread, so a user interface sees it in its next delta.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from roboz.models import Message, Role
+from roboz.models import Message, Role, Stop
 from roboz.threads import (
+    AgentGoal,
     AgentTask,
     AgentThreadGoalRecord,
     AgentThreadStatus,
@@ -25,8 +22,11 @@ from roboz.threads import (
 )
 
 if TYPE_CHECKING:
-    from roboz.agent.goals import GoalCheck
     from roboz.threads import ThreadStore
+
+GoalCheck = Callable[[AgentGoal, list[Message], Stop], bool | str]
+"""A goal type's check: True when the goal is met; False, or what is still missing, when it
+is not. (Here, beside the turn that holds the checks, so nothing below goals imports it.)"""
 
 
 @dataclass
@@ -77,34 +77,3 @@ def turn_start(messages: Sequence[Message]) -> int:
         if message.role is Role.USER and message.message_kind is None:
             return index
     return 0
-
-
-_current: contextvars.ContextVar[Turn | None] = contextvars.ContextVar(
-    "roboz_current_turn", default=None
-)
-
-
-def current_turn() -> Turn | None:
-    """The thread state of the run whose tool is executing, if any."""
-    return _current.get()
-
-
-def current_scope() -> AnalysisScope | None:
-    """The analysis scope of the current run (None: unconstrained). Tools opt in to it."""
-    turn = _current.get()
-    return None if turn is None else turn.scope
-
-
-def current_viewing_context() -> ClientViewingContext | None:
-    """What the user was looking at when they wrote the current turn's message, if given."""
-    turn = _current.get()
-    return None if turn is None else turn.viewing_context
-
-
-@contextlib.contextmanager
-def use_turn(turn: Turn) -> Generator[None, None, None]:
-    token = _current.set(turn)
-    try:
-        yield
-    finally:
-        _current.reset(token)

@@ -17,13 +17,12 @@ is the agent's error.
 Events (the agent's event pipe) follow the steps: a turn's events go out only once one of its
 steps has actually run in this process, so a resumed turn replays its recorded part silently
 and its sinks see each event once, the dead worker's sinks having seen the part before its
-last step. (The turn runs on a shallow copy of the agent, with its own pipe in front of the
-agent's, so concurrent turns of one agent keep their run state apart.)
+last step. (The turn is a run of its own, ``Agent.new_run`` with the gate in front of the
+agent's pipe, so concurrent turns of one agent keep their run state apart.)
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import threading
 from collections.abc import Callable
@@ -288,16 +287,12 @@ def run_turn(
             cancel, conversation, inline, gate, progress=host.progress, replayed=TASK_TOOLS
         )
 
-    runner = copy.copy(agent)
-    runner.event_pipe = EventPipe([gate])
-
+    # A run of its own, its events through the replay gate (which passes them on to the
+    # agent's pipe once the turn is live).
+    run = agent.new_run(request=request, event_pipe=EventPipe([gate]))
     try:
         with use_user_io(DurableUserIO(host.ask_timeout_s)):
-            result: Any = drive(
-                runner._run_turn(  # pyright: ignore[reportPrivateUsage]
-                    conversation, factory, threading.Event(), turn, request, offered, resume
-                )
-            )
+            result = drive(run.run_turn(conversation, factory, turn, offered, resume))
     except AgentRunError as error:
         conversation.flush(AgentThreadStatus.USER_TURN)
         raise TurnFailedError(f"agent {agent.name!r}: {error}") from None

@@ -1,6 +1,6 @@
 """Run-time plumbing: events and sinks, user interaction."""
 
-from roboz.runtime.events import Event, EventPipe, current_pipe, emit, use_pipe
+from roboz.runtime.events import Event, EventPipe, RunPipe, current_pipe, emit, use_pipe
 from roboz.runtime.io import CliUserIO, UserIO, current_user_io, interact_with_user, use_user_io
 from roboz.runtime.usage import LLMCallUsage, ModelPrice, ModelUsage, RunUsage
 
@@ -11,6 +11,7 @@ __all__ = [
     "LLMCallUsage",
     "ModelPrice",
     "ModelUsage",
+    "RunPipe",
     "RunUsage",
     "UserIO",
     "current_pipe",

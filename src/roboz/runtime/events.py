@@ -16,9 +16,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Event:
-    """Base of every event; ``agent`` names the agent that emitted it (if any)."""
+    """Base of every event; ``agent`` names the agent that emitted it (if any), ``run_id``
+    the run (set by the run's pipe as the event passes), so a sink shared by concurrent runs
+    of one agent tells them apart."""
 
     agent: str | None = field(default=None, kw_only=True)
+    run_id: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,36 @@ class EventPipe:
                 sink(event)
             except Exception:
                 logger.exception("event sink %r failed on %s", sink, type(event).__name__)
+
+
+class RunPipe(EventPipe):
+    """The pipe of one run: stamps each event with the run's id, hands it to the run's own
+    sinks (its persisted thread, a stream's queue), then to the agent's pipe.
+
+    Concurrent runs of one agent share the agent's pipe; what belongs to a single run (its
+    thread's rows, a stream) subscribes here, so it never hears another run.
+    """
+
+    def __init__(self, outer: EventPipe, run_id: str) -> None:
+        super().__init__()
+        self.outer = outer
+        self.run_id = run_id
+
+    @property
+    def wants_deltas(self) -> bool:
+        return super().wants_deltas or self.outer.wants_deltas
+
+    def emit(self, event: Event) -> None:
+        outer = self.outer
+        if not self._sinks and not outer._sinks:
+            return  # nobody hears it (the hot path of a run without sinks stays as cheap)
+        if event.run_id is None:
+            # Frozen for sinks; stamped once, here, before any sink sees it (cheaper than a
+            # copy per event on the hot path).
+            object.__setattr__(event, "run_id", self.run_id)
+        if self._sinks:
+            super().emit(event)
+        outer.emit(event)
 
 
 _current_pipe: contextvars.ContextVar[EventPipe | None] = contextvars.ContextVar(

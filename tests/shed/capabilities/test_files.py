@@ -54,7 +54,7 @@ def definition(base: Path, mock: MockLLMEndpoint, *capabilities: Capability) -> 
 
 def test_filesystem_loads_the_complete_skill_at_start(tmp_path: Path) -> None:
     runtime, _ = definition(tmp_path, MockLLMEndpoint([]), Filesystem()).build()
-    assert runtime.skills == []
+    assert runtime.skills == ()
     (skill,) = runtime.auto_loaded_skills
     assert skill.name == "filesystem"
     assert "run_file_command" in skill.instructions and "apply_patch" in skill.instructions
@@ -65,7 +65,7 @@ def test_filesystem_on_demand_offers_the_same_skill(tmp_path: Path) -> None:
     agent = definition(tmp_path, MockLLMEndpoint([]), Filesystem(label=SkillLabel("filesystem")))
     runtime, _ = agent.build()
     assert [s.name for s in runtime.skills] == ["filesystem"]
-    assert runtime.auto_loaded_skills == []
+    assert runtime.auto_loaded_skills == ()
 
 
 def test_file_capabilities_need_a_sandbox_and_the_error_names_the_setting() -> None:
@@ -81,7 +81,7 @@ def test_file_capabilities_need_a_sandbox_and_the_error_names_the_setting() -> N
     assert "a Sandbox layout or a PermissionPolicy" in message
     assert "set_attributes" not in message  # nothing to set there
     agent.set_capability_selection({})  # both left out: nothing is required any more
-    assert agent.build()[0].auto_loaded_skills == []
+    assert agent.build()[0].auto_loaded_skills == ()
 
 
 def test_filesystem_and_pdf_alone_derive_the_policy_from_a_sandbox_layout(tmp_path: Path) -> None:

@@ -91,7 +91,7 @@ def test_orchestrator_selection_narrows_what_is_built(helper: Helper, tmp_path: 
     definition.set_capability_selection({"run_shell_script": True, "load_memory": False})
     runtime, background = definition.build()
     assert [t.name for t in runtime.tools] == ["stop", "run_shell_script"]
-    assert runtime.skills == [] and runtime.auto_loaded_skills == [] and background == ()
+    assert runtime.skills == () and runtime.auto_loaded_skills == () and background == ()
     definition.set_capability_selection({"pdf": SkillLoading.AUTOMATIC})
     runtime, _ = definition.build()
     assert [s.name for s in runtime.auto_loaded_skills] == ["pdf"]

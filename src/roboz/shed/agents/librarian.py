@@ -45,10 +45,11 @@ class StoredAgent(DeployableAgent):
         runtime, background = super().build()
         if self._store is None:  # one store (and its connections) for every runtime built
             self._store = SQLiteThreadStore(self.layout.prepare().run_store)
-        runtime.store = self._store
+        # An Agent is immutable (its runs share it): the store and step limit make another.
+        changes: dict[str, object] = {"store": self._store}
         if self.max_steps is not None:
-            runtime.max_steps = self.max_steps
-        return runtime, background
+            changes["max_steps"] = self.max_steps
+        return runtime.replace(**changes), background
 
 
 _StepT = TypeVar("_StepT", ConversationSnapshots, MemoryConsolidation, ArtifactRetention)

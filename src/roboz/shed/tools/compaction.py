@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from roboz.agent.current import current_agent
+from roboz.agent.context import current_run
 from roboz.agent.view import COMPACTED_KIND
 from roboz.llm import EndpointLike
 from roboz.models import Empty, Message, Role
@@ -177,10 +177,10 @@ class Compactor:
     # -- the tool ------------------------------------------------------------------------------
 
     def _limits(self) -> tuple[EndpointLike | None, int | None, str | None]:
-        agent = current_agent()
-        agent_endpoint = agent.agent_endpoint if agent is not None else None
+        run = current_run()
+        agent_endpoint = run.endpoint if run is not None else None
         context = self.max_context_tokens or getattr(agent_endpoint, "max_context_tokens", None)
-        return self.endpoint or agent_endpoint, context, agent.name if agent else None
+        return self.endpoint or agent_endpoint, context, run.agent if run else None
 
     def _run(self, input: Empty, messages: list[Message]) -> Empty:
         estimated = self._estimate.advance(messages)

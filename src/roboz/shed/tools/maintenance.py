@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from roboz.agent.current import current_agent
+from roboz.agent.context import current_run
 from roboz.agent.persistence import thread_row
 from roboz.llm import EndpointLike
 from roboz.models import Empty, Message, Role
@@ -262,7 +262,6 @@ class MaintenanceStep:
 
 
 def cancelled() -> bool:
-    """Whether the running agent was asked to cancel (best effort: read from its run)."""
-    agent = current_agent()
-    flag = getattr(agent, "_cancel", None)
-    return isinstance(flag, threading.Event) and flag.is_set()
+    """Whether the run of the current tool was asked to cancel."""
+    run = current_run()
+    return run is not None and run.cancel.is_set()
