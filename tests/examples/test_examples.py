@@ -27,3 +27,4 @@ def test_complex_example_chains_praise_and_escalation_until_hr_quits() -> None:
     assert out.count("Careful now, that is pretty spicy!") == 2
     assert "Too much spiciness, need to quit!" in out
     assert "3 LLM call(s)" in out
+    assert "interactive: it waits for you to type integers" in done.stderr

@@ -119,3 +119,23 @@ def test_an_output_flood_exits_125_with_the_reason(helper: HelperDaemon) -> None
     assert code == EXIT_OUTPUT_LIMIT, stderr
     # The script's own stderr came first; the reason is the last line.
     assert stderr.splitlines()[-1].startswith("roboz: error: output_limit (output limit)")
+
+
+def test_a_helper_that_stops_mid_run_exits_69_the_documented_unavailable_code() -> None:
+    """The completion a helper sends for a run it ends at shutdown (killed, no limit, no
+    signal) is reported with the code for an unavailable helper, not a bare 1."""
+    import pytest
+
+    from roboz.cli.errors import CliError
+    from roboz.cli.scripts import EXIT_UNAVAILABLE, _finish
+    from roboz.shed.safe_scripts.client import ShellScriptResult
+
+    stopped = ShellScriptResult(
+        status="killed", exit_code=None, signal=None, stdout="", stderr="",
+        diagnostic="the helper is shutting down", wall_time_s=0.1, cpu_time_s=0.0,
+        peak_memory_bytes=0, limit=None,
+    )  # fmt: skip
+    with pytest.raises(CliError) as raised:
+        _finish(stopped)
+    assert raised.value.exit_code == EXIT_UNAVAILABLE == 69
+    assert "the helper stopped the run: the helper is shutting down" in str(raised.value)

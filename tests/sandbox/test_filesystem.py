@@ -233,11 +233,13 @@ def test_cgroup_files_cannot_be_written(sandbox: Sandbox) -> None:
 
 
 def test_host_sysv_and_posix_shared_memory_unreachable(sandbox: Sandbox) -> None:
+    # Host-wide names, so each test process has its own: parallel workers (and other suites on
+    # the machine) must not remove what this one is looking for.
     libc = ctypes.CDLL(None, use_errno=True)
-    key = 0x524F425A
+    key = 0x524F0000 | (os.getpid() & 0xFFFF)
     shmid = libc.shmget(key, 4096, 0o1000 | 0o666)  # IPC_CREAT, world-readable
     assert shmid >= 0
-    posix = Path("/dev/shm/roboz-test-shm")
+    posix = Path(f"/dev/shm/roboz-test-shm-{os.getpid()}")
     posix.write_text("host secret")
     os.chmod(posix, 0o666)
     try:
@@ -246,7 +248,7 @@ def test_host_sysv_and_posix_shared_memory_unreachable(sandbox: Sandbox) -> None
             import ctypes, os
             libc = ctypes.CDLL(None, use_errno=True)
             print("shmget", libc.shmget({key}, 0, 0), ctypes.get_errno())
-            print("shm_open", os.path.exists("/dev/shm/roboz-test-shm"))
+            print("shm_open", os.path.exists({str(posix)!r}))
             print(open("/proc/sysvipc/shm").read().count("\\n"))
             """
         )

@@ -47,7 +47,7 @@ EXIT_CODES = {
 app = App(
     help="Run scripts and commands through the SafeScripts helper daemon. Exit codes of run "
     "and exec: the run's own exit status (128+N for signal N); 124 timeout, 125 output limit, "
-    "126 refused, 69 helper unreachable, 75 helper busy, 76 protocol error.",
+    "126 refused, 69 helper unreachable or stopped mid-run, 75 helper busy, 76 protocol error.",
 )
 
 SocketOption = Annotated[
@@ -79,6 +79,13 @@ def _finish(result: ShellScriptResult) -> NoReturn:
     if result.status == "killed" and result.limit:
         typer.echo(f"roboz: note: killed by the {result.limit} limit", err=True)
     status = result.exit_status
+    if status is None and result.status == "killed" and not result.limit:
+        # No limit and no signal of its own: the helper ended the run (it is shutting down).
+        _fail(
+            f"the helper stopped the run: {result.diagnostic or 'no exit status'}; run it again "
+            "once the helper is back",
+            EXIT_UNAVAILABLE,
+        )
     if status is None:
         _fail(f"{result.status}: {result.diagnostic or 'no exit status'}", 1)
     raise typer.Exit(status)

@@ -1,5 +1,9 @@
-"""Chains, factories, truncation and many endpoints (mock endpoints: no API keys needed)."""
+"""Chains, factories, truncation and many endpoints (mock endpoints: no API keys needed).
 
+Interactive: it asks for integers on standard input and waits for each answer.
+"""
+
+import sys
 from builtins import input as read_input
 
 from roboz import Agent, factory, tool
@@ -58,5 +62,10 @@ agent = Agent(
     event_sinks=[CliSink.default()],
     agent_endpoint=agent_endpoint,
     tools=[ask_number, escalate(guard_endpoint), give_praise, stop],
+)
+# Said on stderr before the first prompt, so that a silent terminal is not taken for a hang.
+print(
+    "roboz.examples.complex is interactive: it waits for you to type integers (Ctrl-D ends it).",
+    file=sys.stderr,
 )
 agent.invoke()
