@@ -190,7 +190,7 @@ def _other_kind_hint(path: str) -> str:
     try:
         with open(path, "rb") as fh:
             keys = set(tomllib.load(fh))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # the hint must never mask the error
         return ""
     if keys & _PERMISSION_POLICY_KEYS and not keys & {"server", "profiles", "clients"}:
         return (

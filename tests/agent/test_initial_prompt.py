@@ -65,7 +65,7 @@ def test_a_run_that_has_a_first_message_does_not_ask() -> None:
     user = ScriptedUser([])
     agent = make_agent(user, MockLLMEndpoint([{"action": "stop"}, {"action": "stop"}]))
     agent.invoke([Message(role=Role.USER, content="Given.")])
-    agent.initial_messages = [Message(role=Role.USER, content="Configured.")]
+    agent = agent.replace(initial_messages=[Message(role=Role.USER, content="Configured.")])
     agent.invoke()
     assert user.prompts == []
 

@@ -3,6 +3,7 @@ endpoint, and what a deployment's included capabilities rely on)."""
 
 from __future__ import annotations
 
+import socket as _socket
 from pathlib import Path
 
 from roboz import Agent
@@ -28,6 +29,9 @@ def test_an_agent_lists_its_endpoint_as_a_dependency() -> None:
 
 def test_a_built_runtime_lists_what_its_included_capabilities_rely_on(tmp_path: Path) -> None:
     socket = tmp_path / "helper.sock"
+    # A socket file is there (SafeScripts checks it at build); nothing needs to listen on it.
+    listener = _socket.socket(_socket.AF_UNIX)
+    listener.bind(str(socket))
     definition = DeployableAgent(
         "d",
         agent_endpoint=MockLLMEndpoint([]),
@@ -45,3 +49,4 @@ def test_a_built_runtime_lists_what_its_included_capabilities_rely_on(tmp_path: 
     runtime, _ = definition.build()
     listed = dependency_lines(runtime.show_agent_info(print_it=False))
     assert not any(line.startswith("helper socket") for line in listed)
+    listener.close()

@@ -224,7 +224,8 @@ def test_without_the_sdk_the_hint_is_printed_once_and_installs_from_the_clone(
         [
             sys.executable,
             "-c",
-            blocked + f"sys.exit(main(['mcp', 'check-policy', {str(policy)!r}]))",
+            # check-policy needs no SDK (the loader is in the core install); serve does.
+            blocked + f"sys.exit(main(['mcp', 'serve', '--policy', {str(policy)!r}]))",
         ],
         capture_output=True,
         text=True,

@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp.types import CallToolResult
 
 from roboz.mcp.serve import build_server
 from roboz.shed.models import PermissionRule
@@ -96,8 +97,9 @@ def test_lone_surrogates_in_arguments_are_refused_as_invalid_input(tmp_path: Pat
 
     async def call(tool: str, arguments: dict[str, Any]) -> str:
         result = await server.call_tool(tool, arguments)
-        blocks = result[0] if isinstance(result, tuple) else result
-        return " ".join(getattr(block, "text", "") for block in blocks)
+        # The tools answer with a CallToolResult; a refusal is marked isError.
+        assert isinstance(result, CallToolResult) and result.isError, result
+        return " ".join(getattr(block, "text", "") for block in result.content)
 
     calls: list[tuple[str, dict[str, Any], str]] = [
         ("run_file_command", {"value": [["cat", "CMD"], ["notes/\ud800", "PTH"]]}, "value[1][0]"),

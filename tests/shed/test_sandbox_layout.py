@@ -92,8 +92,8 @@ def test_file_tools_cannot_touch_memory(tmp_path: Path) -> None:
         tools=[roboz.tools.stop],
         auto_loaded_skills=[skill],
         event_pipe=pipe,
+        initial_messages=[Message(role=Role.USER, content="go")],
     )
-    agent.initial_messages = [Message(role=Role.USER, content="go")]
     _, messages = agent.invoke()
     assert not any("remember" in m.content for m in messages)
     assert memory.read_text() == "remember\n" and not sandbox.run_store.exists()

@@ -15,7 +15,7 @@ import typer
 from roboz_helper.file_policy import FilePolicyError
 
 from roboz.cli.base import App
-from roboz.cli.errors import CliUsageError
+from roboz.cli.errors import CliError, CliUsageError
 from roboz.shed.sandbox import PermissionPolicy
 
 app = App(help="Serve guarded file tools and sandboxed scripts to MCP hosts (needs the mcp extra).")
@@ -43,7 +43,7 @@ def _other_kind_hint(policy: Path) -> str:
 
     try:
         keys = set(tomllib.loads(policy.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # the hint must never mask the error
         return ""
     if keys & {"server", "profiles", "clients"} and "base" not in keys:
         return (
@@ -78,8 +78,10 @@ def serve(
         level=logging.INFO if verbose else logging.WARNING,
         format="roboz mcp: %(message)s",
     )
-    from roboz.mcp.serve import serve as run_server
-
+    try:
+        from roboz.mcp.serve import serve as run_server
+    except ImportError as error:
+        raise CliError(str(error)) from None  # roboz.mcp's message says how to install it
     run_server(permissions, socket_path=socket)
 
 
