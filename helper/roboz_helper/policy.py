@@ -225,14 +225,21 @@ def _id_in_range(value: int, kind: str) -> int:
     return value
 
 
+def _user_syntax(name: str) -> int | None:
+    """Check a user name or numeric uid without looking it up; the uid if numeric."""
+    _name(name, "user")
+    if not _NUMERIC.fullmatch(name):
+        return None
+    # int() refuses strings of over 4300 digits; no id needs more than ten.
+    if len(name) > 10:
+        raise PolicyError(f"user id {name[:12]}... ({len(name)} digits) is outside 0..{MAX_ID}")
+    return _id_in_range(int(name), "user")
+
+
 def _resolve_user(name: str) -> tuple[int, int]:
     """Return (uid, primary gid) for a user name or a numeric uid."""
-    _name(name, "user")
-    if _NUMERIC.fullmatch(name):
-        # int() refuses strings of over 4300 digits; no id needs more than ten.
-        if len(name) > 10:
-            raise PolicyError(f"user id {name[:12]}... ({len(name)} digits) is outside 0..{MAX_ID}")
-        uid = _id_in_range(int(name), "user")
+    uid = _user_syntax(name)
+    if uid is not None:
         try:
             entry = pwd.getpwuid(uid)
         except KeyError:
@@ -271,9 +278,13 @@ def _validate_server(server: ServerConfig, look_up_names: bool) -> None:
         raise PolicyError(
             f"server.socket_mode: must be within 0o000..0o777, got {server.socket_mode:#o}"
         )
-    if server.socket_group is not None and look_up_names:
+    if server.socket_group is not None:
         try:
-            resolve_group(server.socket_group)
+            # Without look-ups (a policy for another host) the name is still checked.
+            if look_up_names:
+                resolve_group(server.socket_group)
+            else:
+                _name(server.socket_group, "group")
         except PolicyError as exc:
             raise PolicyError(f"server.socket_group: {exc}") from None
 
@@ -286,7 +297,7 @@ def _validate_profile(name: str, profile: Profile, look_up_names: bool) -> None:
     try:
         if look_up_names:
             run_as_ids(profile)
-        elif profile.run_as_user in ("0", "root"):
+        elif _user_syntax(profile.run_as_user) == 0 or profile.run_as_user == "root":
             raise PolicyError(f"run_as_user {profile.run_as_user!r} is root")
     except PolicyError as exc:
         raise PolicyError(f"{where}.run_as_user: {exc}") from None
@@ -318,8 +329,12 @@ def _validate_client(
     try:
         if rule.user is not None and look_up_names:
             _resolve_user(rule.user)
+        elif rule.user is not None:
+            _user_syntax(rule.user)
         if rule.group is not None and look_up_names:
             resolve_group(rule.group)
+        elif rule.group is not None:
+            _name(rule.group, "group")
     except PolicyError as exc:
         raise PolicyError(f"{where}.{selectors[0]}: {exc}") from None
     for field in ("uid", "gid"):

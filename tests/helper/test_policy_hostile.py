@@ -244,3 +244,25 @@ def test_any_mangled_file_exits_0_or_2(data: st.DataObject) -> None:
         cut = data.draw(st.integers(min_value=0, max_value=4))
         text[at : at + cut] = junk
     _assert_clean_outcome(*_check_policy(bytes(text)))
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "reason"),
+    [
+        (_with("server", "socket_group", "a\0b"), "server.socket_group", "NUL byte"),
+        (_with("profile", "run_as_user", str(MAX_ID + 1)), "profiles.dev.run_as_user", "outside"),
+        (_with("profile", "run_as_user", "0"), "profiles.dev.run_as_user", "root"),
+    ],
+)
+def test_skip_paths_still_checks_names_and_ids(
+    spec: dict[str, object], field: str, reason: str
+) -> None:
+    # --skip-paths leaves out this host's look-ups, not the checks of what the file says.
+    with tempfile.NamedTemporaryFile(suffix=".toml") as fh:
+        fh.write(_policy_text(spec).encode())
+        fh.flush()
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            code = cli.main(["check-policy", "--skip-paths", fh.name])
+    assert code == 2, err.getvalue()
+    assert f"{field}: " in err.getvalue() and reason in err.getvalue(), err.getvalue()
