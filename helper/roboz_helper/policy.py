@@ -178,8 +178,12 @@ def _positive(value: float, field: str) -> None:
 # msgspec decodes TOML integers of any size. Every integer limit passes through 64-bit fields
 # (rlim_t, the init program's "<Q" words, cgroup files), so 2**62 is a bound no host refuses
 # for size reasons; two limits have kernel bounds of their own, refused at run time otherwise:
-# pids.max takes at most PID_MAX_LIMIT, and a run needs 4 descriptors (SandboxSpec checks it).
-_LIMIT_RANGE: dict[str, tuple[int, int]] = {"pids_max": (1, 4 << 20), "nofile_max": (4, 1 << 30)}
+# pids.max takes at most PID_MAX_LIMIT (4 << 20) and the zygote writes pids_max + 1 there (its
+# pid 1 counts), and a run needs 4 descriptors (SandboxSpec checks it).
+_LIMIT_RANGE: dict[str, tuple[int, int]] = {
+    "pids_max": (1, (4 << 20) - 1),
+    "nofile_max": (4, 1 << 30),
+}
 _LIMIT_MAX = 2**62
 
 

@@ -172,6 +172,14 @@ def test_deep_nesting_exits_2(depth: int, opening: str, closing: str) -> None:
     assert line.endswith(": invalid TOML: arrays or tables nested too deeply"), line
 
 
+def test_the_highest_process_limit_is_one_below_the_kernels() -> None:
+    # The zygote writes pids_max + 1 to pids.max, which takes at most PID_MAX_LIMIT (4 << 20).
+    text = _policy_text(_with("profile", "pids_max", (4 << 20) - 1)).replace("/usr/bin", "/srv")
+    assert parse_policy(text).profiles["dev"].pids_max == (4 << 20) - 1
+    with pytest.raises(PolicyError, match="pids_max: must be within 1..4194303"):
+        parse_policy(text.replace(str((4 << 20) - 1), str(4 << 20)))
+
+
 def test_the_highest_usable_id_is_accepted() -> None:
     text = _policy_text(_with("profile", "run_as_user", str(MAX_ID))).replace("/usr/bin", "/srv")
     profile = parse_policy(text).profiles["dev"]
