@@ -192,6 +192,13 @@ def list_scripts(socket: SocketOption = DEFAULT_SOCKET) -> None:
     """List the scripts this client may run, with their descriptions."""
     client = _client(socket)
     scripts = _client_call("list", client.list_scripts)
+    if not scripts:
+        # The helper's reply does not say what it skipped: name the rule it lists by.
+        typer.echo(
+            "no scripts (the helper lists only trusted scripts: root-owned, not "
+            "group/world-writable; see roboz-helper check-policy)",
+            err=True,
+        )
     for entry in scripts:
         typer.echo(f"{entry.name}\t{entry.description}" if entry.description else entry.name)
 
