@@ -28,7 +28,8 @@ from roboz.agent.graph import ChainConflict, ToolGraph
 from roboz.agent.initial_prompt import first_message, make_initial_prompt_tool, needs_first_message
 from roboz.agent.prompting import action_json, parse_action, render_system_prompt
 from roboz.agent.spec import RunSpec
-from roboz.agent.turn import Turn, sequence_numbers
+from roboz.agent.transcript import Transcript
+from roboz.agent.turn import Turn
 from roboz.agent.view import ConversationView
 from roboz.llm import LLMReplyError, ProviderRecord
 from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of, record_usage
@@ -54,12 +55,17 @@ PROMPT_LLM = "prompt_llm"
 
 
 class Scheduler:
-    """The loop of one run over its conversation: loaded skills, counters, the graph."""
+    """The loop of one run over its transcript: loaded skills, counters, the graph.
+
+    It reads the conversation as ``self.messages`` and adds to it only through
+    ``self.transcript.append`` (or a tool's own appends, handed over by ``adopt``), which is
+    where a persisted run's messages are committed.
+    """
 
     def __init__(
         self,
         spec: RunSpec,
-        messages: list[Message],
+        transcript: Transcript,
         cancel: threading.Event | None = None,
         driver: Driver | None = None,
         *,
@@ -71,7 +77,8 @@ class Scheduler:
         self.spec = agent = spec
         self.cancel = cancel or threading.Event()
         self.driver: Driver = driver or SyncDriver(self.cancel)
-        self.messages = messages
+        self.transcript = transcript
+        self.messages = transcript.messages
         self.turn = turn or Turn()
         self.client_tools = {t.name: t for t in client_tools}
         self.goals = goals
@@ -167,7 +174,7 @@ class Scheduler:
         """At a Stop: True when goals of the turn are unmet and the LLM was re-prompted."""
         if not isinstance(result, Stop) or self.goals is None:
             return False
-        return self.goals.reprompt(result, self.messages)
+        return self.goals.reprompt(result, self.transcript)
 
     async def follow(self, tool: Tool, output: Empty) -> Stop | ClientToolUse | None:
         """Continue after ``tool`` produced ``output`` (a client tool's submitted result)."""
@@ -261,16 +268,20 @@ class Scheduler:
         name = self.spec.name
         if self.client_tools.get(tool.name) is tool:
             # Never run here: the action just recorded is the pending use the client answers.
-            seq = sequence_numbers(self.messages)[-1]
+            seq = self.transcript.last_seq
             arguments = value.model_dump(mode="json", exclude={"truncation"})
             return ClientToolUse(tool_use_id=f"tu_{seq}", tool_name=tool.name, input=arguments)
         emit(ToolStarted(agent=name, tool=tool.name, trigger=trigger))
         started = time.perf_counter()
+        transcript = self.transcript
         try:
             if tool is self._prompt_tool:
                 output: Empty = await self._prompt_llm(value, self.messages)
             else:
-                output = tool.checked(await self.driver.call_tool(tool, value, self.messages))
+                try:
+                    output = tool.checked(await self.driver.call_tool(tool, value, self.messages))
+                finally:
+                    transcript.adopt()  # what the tool appended to its messages itself
         except AgentRunError:
             raise
         except Retry as retry:
@@ -291,10 +302,11 @@ class Scheduler:
                 tool=tool.name,
                 messages=self.messages,
             ) from error
+        duration = time.perf_counter() - started
         if tool is self._first_prompt and isinstance(output, Str):
-            self.messages.append(first_message(output))
+            transcript.append(first_message(output))
         elif not tool.records_own_output:
-            self.messages.append(
+            transcript.append(
                 Message.model_construct(
                     role=Role.TOOL,
                     content=result_text(output),
@@ -302,15 +314,12 @@ class Scheduler:
                     caller=tool.name,
                     truncation=output.truncation,
                     message_kind="tool_result",
-                )
+                ),
+                round(duration * 1000),
             )
         if trigger == "invoked":
             self.repairs.reset()  # the decision held: the next one gets the whole budget
-        emit(
-            ToolFinished(
-                agent=name, tool=tool.name, output=output, duration_s=time.perf_counter() - started
-            )
-        )
+        emit(ToolFinished(agent=name, tool=tool.name, output=output, duration_s=duration))
         return output
 
     def load_skill(self, skill: Skill, *, announce: bool) -> None:
@@ -323,7 +332,7 @@ class Scheduler:
             emit(SkillLoaded(agent=self.spec.name, skill=item.name))
             if announce:
                 names = ", ".join(t.name for t in item.tools if not t.is_chained) or "none"
-                self.messages.append(
+                self.transcript.append(
                     Message(
                         role=Role.TOOL,
                         content=f"Skill {item.name!r} loaded; its instructions are in the "
@@ -359,9 +368,11 @@ class Scheduler:
         try:
             exchange = self.repairs.reject(reply, reason, model=model, what=what, caller=caller)
         except LLMReplyError as error:
-            self.messages.extend(error.exchange)
+            for message in error.exchange:
+                self.transcript.append(message)
             raise AgentReplyError(str(error), messages=self.messages) from error
-        self.messages.extend(exchange)
+        for message in exchange:
+            self.transcript.append(message)
 
     async def _prompt_llm(self, input: Empty, messages: list[Message]) -> Invoke:
         endpoint = self.spec.endpoint
@@ -371,20 +382,21 @@ class Scheduler:
         if self._system_record is None:
             self._system_record = {"role": "system", "content": self.system_prompt()}
         agent = self.spec.name
+        transcript = self.transcript
         pipe = current_pipe()
-        wants_deltas = pipe is not None and pipe.wants_deltas
+        wants_deltas = transcript.streams or (pipe is not None and pipe.wants_deltas)
         while True:
-            on_delta = _DeltaRelay(agent).feed if wants_deltas else None
+            on_delta = _DeltaRelay(agent, transcript).feed if wants_deltas else None
             records = self._view.records(messages, [self._system_record])
             self.llm_calls += 1
-            emit(
-                LLMRequested(
-                    agent=agent,
-                    endpoint=endpoint.name,
-                    model=endpoint.model_name,
-                    messages=len(records),
-                )
+            requested = LLMRequested(
+                agent=agent,
+                endpoint=endpoint.name,
+                model=endpoint.model_name,
+                messages=len(records),
             )
+            transcript.on_reply(requested)
+            emit(requested)
             completion = await self.driver.complete(endpoint, records, on_delta)
             try:
                 invoke = parse_action(
@@ -396,7 +408,7 @@ class Scheduler:
                 continue
             record_usage(endpoint, completion)
             break
-        messages.append(
+        transcript.append(
             Message.model_construct(
                 role=Role.ASSISTANT,
                 content=action_json(invoke),
@@ -425,15 +437,21 @@ def _executed_by_the_run(input: Empty, messages: list[Message]) -> Invoke:
 
 
 class _DeltaRelay:
-    """Raw deltas of one reply as LLMDelta events, and its prose fields as LLMProseDelta."""
+    """Raw deltas of one reply as LLMDelta events, and its prose fields as LLMProseDelta,
+    to the run's transcript (a reply it keeps as it streams in) and its pipe."""
 
-    def __init__(self, agent: str) -> None:
+    def __init__(self, agent: str, transcript: Transcript) -> None:
         self._agent = agent
+        self._transcript = transcript
         self._prose = ProseStream()
 
     def feed(self, text: str) -> None:
-        agent = self._agent
-        emit(LLMDelta(agent=agent, text=text))
+        agent, transcript = self._agent, self._transcript
+        delta = LLMDelta(agent=agent, text=text)
+        transcript.on_reply(delta)
+        emit(delta)
         prose = self._prose
         for field, chunk in prose.feed(text):
-            emit(LLMProseDelta(agent=agent, field=field, text=chunk, action=prose.action))
+            event = LLMProseDelta(agent=agent, field=field, text=chunk, action=prose.action)
+            transcript.on_reply(event)
+            emit(event)

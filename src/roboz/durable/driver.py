@@ -18,7 +18,7 @@ scheduler, which is deterministic given its inputs).
   write.
 - ``ask_user`` runs inline too: it waits with DBOS ``recv``, which DBOS records itself.
 - Before a tool step (and at the end of the turn) the messages appended since the last write
-  are written to the thread (``DurableConversation.flush``), so the thread shows the action a
+  are written to the thread (``DurableTranscript.flush``), so the thread shows the action a
   tool is running while it runs. With ``progress=False`` (``DurableRuns(progress=False)``)
   they are written only before ``ask_user`` and at the end, one transaction per turn instead
   of one per tool call; readers then see a turn when it ends.
@@ -40,7 +40,7 @@ from typing import Any
 from dbos import DBOS
 
 from roboz.agent.drivers import SyncDriver, drive
-from roboz.durable.conversation import DurableConversation
+from roboz.durable.conversation import DurableTranscript
 from roboz.durable.keys import step_key
 from roboz.llm import Completion, EndpointLike, ProviderRecord
 from roboz.llm.endpoint import DeltaCallback
@@ -97,7 +97,7 @@ class DurableDriver(SyncDriver):
     def __init__(
         self,
         cancel: threading.Event,
-        conversation: DurableConversation,
+        transcript: DurableTranscript,
         inline: Sequence[Tool],
         gate: ReplayGate,
         *,
@@ -106,7 +106,7 @@ class DurableDriver(SyncDriver):
     ) -> None:
         super().__init__(cancel)
         self._gate = gate
-        self._conversation = conversation
+        self._transcript = transcript
         self._inline = {id(t) for t in inline}
         self._replayed = {id(t) for t in replayed}
         self._progress = progress
@@ -115,10 +115,10 @@ class DurableDriver(SyncDriver):
         if tool.pure or id(tool) in self._replayed:
             return await super().call_tool(tool, value, messages)
         if id(tool) in self._inline:  # ask_user: waits on DBOS recv, which DBOS records
-            self._conversation.flush()  # the question is in the thread while the turn waits
+            self._transcript.flush()  # the question is in the thread while the turn waits
             return await super().call_tool(tool, value, messages)
         if self._progress:
-            self._conversation.flush()
+            self._transcript.flush()
         outcome: ToolOutcome = DBOS.run_step(
             {"name": TOOL_STEP + tool.name}, self._tool_step, tool, value, messages
         )
@@ -126,7 +126,7 @@ class DurableDriver(SyncDriver):
             raise Retry(outcome.retry)
         if outcome.error is not None:
             raise StepFailedError(outcome.error)
-        self._conversation.note_runtime(outcome.runtime_ms)
+        self._transcript.note_runtime(outcome.runtime_ms)
         return outcome.output
 
     def _tool_step(self, tool: Tool, value: Empty, messages: list[Message]) -> ToolOutcome:

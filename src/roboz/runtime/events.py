@@ -162,10 +162,10 @@ class EventPipe:
 
 class RunPipe(EventPipe):
     """The pipe of one run: stamps each event with the run's id, hands it to the run's own
-    sinks (its persisted thread, a stream's queue), then to the agent's pipe.
+    sinks (e.g. a stream's queue), then to the agent's pipe.
 
-    Concurrent runs of one agent share the agent's pipe; what belongs to a single run (its
-    thread's rows, a stream) subscribes here, so it never hears another run.
+    Concurrent runs of one agent share the agent's pipe; what belongs to a single run (a
+    stream of its events) subscribes here, so it never hears another run.
     """
 
     def __init__(self, outer: EventPipe, run_id: str) -> None:

@@ -1,8 +1,8 @@
 """Persisted, compressible agent threads with incremental deltas for user interfaces.
 
 The typed thread model (content blocks, messages, thread records, deltas, UI events), the
-compression tiers, a SQLite store (and a PostgreSQL one, ``roboz[postgres]``), and a bridge
-that records RoboZ agent runs into threads.
+compression tiers, a SQLite store and a PostgreSQL one (``roboz[postgres]``). An agent given
+a store (``Agent(store=...)``) records each of its runs as a thread.
 """
 
 from typing import TYPE_CHECKING
@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from roboz.threads._ledger import MemoryVersion, RunInfo, SnapshotRecord, TailRow
 from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
 from roboz.threads.backend import LibrarianLedger, ThreadStore
-from roboz.threads.bridge import ThreadRecorder
 from roboz.threads.compression import (
     FILLER_TEXT,
     CompressionTier,
@@ -154,7 +153,6 @@ __all__ = [
     "ThreadNotFoundError",
     "ThreadOrigin",
     "ThreadReadOnlyError",
-    "ThreadRecorder",
     "ThreadStore",
     "ThreadStoreError",
     "ThreadVisibility",
