@@ -66,6 +66,10 @@ class AccessStore(ThreadStore, Protocol):
 
     def delete_thread(self, thread_id: str) -> None: ...
 
+    def for_caller(self, caller: Caller) -> CallerThreads: ...
+
+    def verify_api_token(self, token: str) -> Caller | None: ...
+
     def fork_thread(
         self,
         source_thread_id: str,
