@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -35,13 +35,22 @@ DEFAULT_MAX_BODY = 1024 * 1024
 _DRAIN_LIMIT = 64 * 1024 * 1024
 
 
-def _agents(agents: Agent | Sequence[Agent] | Mapping[str, Agent]) -> dict[str, Agent]:
+def agents_by_name(agents: Agent | Sequence[Agent] | Mapping[str, Agent]) -> dict[str, Agent]:
+    """The agents to serve by name; TypeError or ValueError saying what is wrong."""
     if isinstance(agents, Agent):
         found = {agents.name: agents}
     elif isinstance(agents, Mapping):
         found = dict(agents)
+    elif isinstance(agents, list | tuple):
+        listed = cast("Sequence[object]", agents)
+        for item in listed:
+            if not isinstance(item, Agent):
+                raise TypeError(f"{item!r} is a {type(item).__name__}, not a roboz Agent")
+        found = {cast(Agent, item).name: cast(Agent, item) for item in listed}
     else:
-        found = {agent.name: agent for agent in agents}
+        raise TypeError(
+            f"{type(agents).__name__} is not a roboz Agent (nor a list or dict of Agents)"
+        )
     if not found:
         raise ValueError("serve at least one agent")
     for name, agent in found.items():
@@ -75,7 +84,7 @@ def create_app(
         store=store,
         hub=hub,
         turns=TurnManager(store, hub.changed),
-        agents=_agents(agents),
+        agents=agents_by_name(agents),
         keepalive_s=keepalive_s,
     )
     feed: Any = None
