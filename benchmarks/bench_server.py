@@ -20,6 +20,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -375,6 +376,7 @@ def main(quick: bool = False) -> int:
     finally:
         server.terminate()
         server.wait(60)
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
