@@ -34,8 +34,10 @@ from roboz.agent.view import ConversationView
 from roboz.llm import LLMReplyError, ProviderRecord
 from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of, record_usage
 from roboz.models import Empty, Invoke, Message, Role, Stop, Str
+from roboz.models.messages import trusted_message
 from roboz.models.values import images_of, result_text
 from roboz.runtime.events import (
+    EventPipe,
     LLMDelta,
     LLMProseDelta,
     LLMReplied,
@@ -73,8 +75,11 @@ class Scheduler:
         client_tools: Sequence[Tool] = (),
         goals: GoalKeeper | None = None,
         resume: tuple[Tool, ClientToolResult] | None = None,
+        pipe: EventPipe | None = None,
     ) -> None:
         self.spec = agent = spec
+        self.pipe = pipe if pipe is not None else EventPipe()
+        """The run's pipe: its events are built only while some sink hears them."""
         self.cancel = cancel or threading.Event()
         self.driver: Driver = driver or SyncDriver(self.cancel)
         self.transcript = transcript
@@ -271,7 +276,9 @@ class Scheduler:
             seq = self.transcript.last_seq
             arguments = value.model_dump(mode="json", exclude={"truncation"})
             return ClientToolUse(tool_use_id=f"tu_{seq}", tool_name=tool.name, input=arguments)
-        emit(ToolStarted(agent=name, tool=tool.name, trigger=trigger))
+        pipe = self.pipe
+        if pipe.heard:
+            pipe.emit(ToolStarted(agent=name, tool=tool.name, trigger=trigger))
         started = time.perf_counter()
         transcript = self.transcript
         try:
@@ -307,9 +314,9 @@ class Scheduler:
             transcript.append(first_message(output))
         elif not tool.records_own_output:
             transcript.append(
-                Message.model_construct(
-                    role=Role.TOOL,
-                    content=result_text(output),
+                trusted_message(
+                    Role.TOOL,
+                    result_text(output),
                     images=images_of(output),
                     caller=tool.name,
                     truncation=output.truncation,
@@ -319,7 +326,9 @@ class Scheduler:
             )
         if trigger == "invoked":
             self.repairs.reset()  # the decision held: the next one gets the whole budget
-        emit(ToolFinished(agent=name, tool=tool.name, output=output, duration_s=duration))
+        if pipe.heard:
+            event = ToolFinished(agent=name, tool=tool.name, output=output, duration_s=duration)
+            pipe.emit(event)
         return output
 
     def load_skill(self, skill: Skill, *, announce: bool) -> None:
@@ -409,9 +418,9 @@ class Scheduler:
             record_usage(endpoint, completion)
             break
         transcript.append(
-            Message.model_construct(
-                role=Role.ASSISTANT,
-                content=action_json(invoke),
+            trusted_message(
+                Role.ASSISTANT,
+                action_json(invoke),
                 images=[],
                 caller=PROMPT_LLM,
                 message_kind="action",

@@ -380,6 +380,7 @@ class AgentRun:
                 client_tools=offered,
                 goals=goals,
                 resume=resume,
+                pipe=pipe,
             )
             self._scheduler = scheduler
             try:

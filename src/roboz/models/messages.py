@@ -70,6 +70,47 @@ class Message(BaseModel):
         ) -> None: ...
 
 
+_set_attribute = object.__setattr__
+_GIVEN = frozenset(Message.model_fields) - {"times_shown"}
+
+
+def trusted_message(
+    role: Role,
+    content: str,
+    *,
+    images: list[Image],
+    caller: str | None,
+    message_kind: str,
+    truncation: Truncation | None = None,
+    endpoint: str | None = None,
+    model: str | None = None,
+    token_input: int | None = None,
+    token_output: int | None = None,
+) -> Message:
+    """A Message from values already of the fields' types, without validation: what
+    ``Message.model_construct`` makes, built directly (the agent loop makes one per step,
+    and pydantic's generic construction costs several times a hand-written one)."""
+    message = Message.__new__(Message)
+    fields = {
+        "role": role,
+        "content": content,
+        "images": images,
+        "caller": caller,
+        "truncation": truncation,
+        "message_kind": message_kind,
+        "endpoint": endpoint,
+        "model": model,
+        "token_input": token_input,
+        "token_output": token_output,
+        "times_shown": 0,
+    }
+    _set_attribute(message, "__dict__", fields)
+    _set_attribute(message, "__pydantic_fields_set__", set(_GIVEN))
+    _set_attribute(message, "__pydantic_extra__", None)
+    _set_attribute(message, "__pydantic_private__", None)
+    return message
+
+
 def filter_messages(
     *,
     messages: Iterable[Message],
