@@ -148,17 +148,24 @@ class StoreTranscript:
                     del self._watched[seq]
         return changed
 
-    def append(self, message: Message, runtime_ms: int = 0) -> None:
-        self._record(message, runtime_ms)
+    def append(self, message: Message, runtime_s: float = 0.0) -> None:
         self.messages.append(message)
+        self._record_new(message, round(runtime_s * 1000))
 
     def adopt(self) -> None:
+        self._record_new(None, 0)
+
+    def _record_new(self, timed: Message | None, runtime_ms: int) -> None:
+        """Commit the messages of the list not committed yet, in its order: the one just
+        appended, and any another thread appended to the list (a Librarian's sweep records
+        its prompts so), so the thread's order is always the list's."""
         recorded = len(self._seqs)
         last = self.messages[recorded - 1] if recorded else None
         for message in take_new(self.messages, recorded, last):
-            self._record(message, 0)
+            self._record(message, runtime_ms if message is timed else 0)
 
     def _record(self, message: Message, runtime_ms: int) -> None:
+        """Commit ``message``, the first of the list not committed yet."""
         if not self.open:
             return
         if self._draft is not None and message.message_kind != "action":

@@ -51,9 +51,9 @@ class Transcript(Protocol):
         """The thread sequence number of ``messages[index]``."""
         ...
 
-    def append(self, message: Message, runtime_ms: int = 0) -> None:
-        """Add ``message`` and record it (``runtime_ms``: how long the tool whose result it
-        is ran)."""
+    def append(self, message: Message, runtime_s: float = 0.0) -> None:
+        """Add ``message`` and record it (``runtime_s``: how long the tool whose result it
+        is ran, in seconds)."""
         ...
 
     def adopt(self) -> None:
@@ -90,7 +90,7 @@ class MemoryTranscript:
     def seq(self, index: int) -> int:
         return range(len(self.messages))[index]
 
-    def append(self, message: Message, runtime_ms: int = 0) -> None:
+    def append(self, message: Message, runtime_s: float = 0.0) -> None:
         self.messages.append(message)
 
     def adopt(self) -> None:

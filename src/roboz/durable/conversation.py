@@ -76,8 +76,8 @@ class DurableTranscript:
     def seq(self, index: int) -> int:
         return self._seqs[index]
 
-    def append(self, message: Message, runtime_ms: int = 0) -> None:
-        # ``runtime_ms`` as the loop measured it is left out: a replay measures another, and
+    def append(self, message: Message, runtime_s: float = 0.0) -> None:
+        # ``runtime_s`` as the loop measured it is left out: a replay measures another, and
         # a row must be the same however often its turn ran. A tool step's runtime is the
         # recorded one (``note_runtime``).
         self.messages.append(message)

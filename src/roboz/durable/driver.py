@@ -94,6 +94,8 @@ class ReplayGate:
 
 
 class DurableDriver(SyncDriver):
+    calls_inline = False  # every tool call goes through call_tool: a step, or inline by rule
+
     def __init__(
         self,
         cancel: threading.Event,

@@ -70,8 +70,13 @@ class Message(BaseModel):
         ) -> None: ...
 
 
-_set_attribute = object.__setattr__
 _GIVEN = frozenset(Message.model_fields) - {"times_shown"}
+_new = Message.__new__
+_set_dict = object.__setattr__
+# BaseModel's own slots, set through their descriptors as pydantic's construction sets them.
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def trusted_message(
@@ -90,7 +95,7 @@ def trusted_message(
     """A Message from values already of the fields' types, without validation: what
     ``Message.model_construct`` makes, built directly (the agent loop makes one per step,
     and pydantic's generic construction costs several times a hand-written one)."""
-    message = Message.__new__(Message)
+    message = _new(Message)
     fields = {
         "role": role,
         "content": content,
@@ -104,10 +109,10 @@ def trusted_message(
         "token_output": token_output,
         "times_shown": 0,
     }
-    _set_attribute(message, "__dict__", fields)
-    _set_attribute(message, "__pydantic_fields_set__", set(_GIVEN))
-    _set_attribute(message, "__pydantic_extra__", None)
-    _set_attribute(message, "__pydantic_private__", None)
+    _set_dict(message, "__dict__", fields)
+    _set_fields_set(message, set(_GIVEN))
+    _set_extra(message, None)
+    _set_private(message, None)
     return message
 
 

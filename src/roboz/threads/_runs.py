@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Generator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from roboz.threads import writer
@@ -269,23 +270,34 @@ class RunStoreMixin:
     ) -> int:
         """Commit one finalized message of the run (and refreshed extras of earlier ones,
         e.g. how often a truncated message was shown) in one transaction."""
-        thread_id = lease.thread_id
+        thread_id, owner = lease.thread_id, lease.owner
+        positions = self._positions
         with self._write(thread_id) as conn:
-            writer.set_extras(conn, thread_id, updated_extras)
-            return writer.insert_row(
+            if updated_extras:
+                writer.set_extras(conn, thread_id, updated_extras)
+            seq, revision = writer.insert_row(
                 conn,
                 thread_id,
                 row.role.value,
                 row.content,
                 row.extras,
-                lease_owner=lease.owner,
+                lease_owner=owner,
                 where=self._where,
+                expected=positions.get(owner),
             )
+        positions[owner] = seq + 1, revision
+        return seq
+
+    @cached_property
+    def _positions(self) -> dict[str, tuple[int, int]]:
+        """Per run lease, the thread's ``(message_count, revision)`` as that run's last write
+        left them (see ``writer.insert_row``); dropped when the run ends."""
+        return {}
 
     def open_draft(self, lease: RunLease) -> int:
         """Start the row of a reply that streams in (grow it with ``append_blocks``)."""
         with self._write(lease.thread_id) as conn:
-            return writer.insert_row(
+            seq, _ = writer.insert_row(
                 conn,
                 lease.thread_id,
                 AgentRole.ASSISTANT.value,
@@ -294,7 +306,11 @@ class RunStoreMixin:
                 status=AgentMessageStatus.GENERATING.value,
                 lease_owner=lease.owner,
                 where=self._where,
+                expected=self._positions.get(lease.owner),
             )
+        # Growing it moves the revision on outside the lease's writes: allocated again next.
+        self._positions.pop(lease.owner, None)
+        return seq
 
     def finish_draft(
         self,
@@ -332,6 +348,7 @@ class RunStoreMixin:
         notice: AgentMessage | None = None,
     ) -> None:
         """Release the lease (when still held), optionally writing a notice row first."""
+        self._positions.pop(lease.owner, None)
         try:
             with self._write(lease.thread_id) as conn:
                 row = conn.execute(

@@ -16,6 +16,11 @@ class Cursor(Protocol):
 
     def fetchall(self) -> list[Any]: ...
 
+    @property
+    def rowcount(self) -> int:
+        """Rows the statement changed (an UPDATE's matches)."""
+        ...
+
 
 class Conn(Protocol):
     """A connection inside a transaction the store opened (``sqlite3.Connection`` is one)."""

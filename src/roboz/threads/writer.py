@@ -207,16 +207,38 @@ def insert_row(
     status: str = "completed",
     lease_owner: str | None = None,
     where: str = "",
-) -> int:
+    expected: tuple[int, int] | None = None,
+) -> tuple[int, int]:
     """Append a run's message row (blocks encoded, RoboZ ``extras``) at the next sequence
-    number; with ``lease_owner``, only while that run holds the thread."""
-    seq, revision, _ = allocate(conn, thread_id, lease_owner, where)
+    number; with ``lease_owner``, only while that run holds the thread. Returns the row's
+    sequence number and revision.
+
+    ``expected`` is the thread's ``(message_count, revision)`` as the run's last write left
+    it: the run holds the lease, so unless another writer touched the thread since, those are
+    still current, and the thread row is moved on by one UPDATE that checks them (and the
+    lease) instead of one that reads the row back. When it matches no row, the thread did
+    move: allocated as usual.
+    """
+    allocated: tuple[int, int] | None = None
+    if expected is not None and lease_owner is not None:
+        seq, revision = expected
+        moved = conn.execute(
+            "UPDATE threads SET revision = ?, message_count = ? WHERE thread_id = ? "
+            "AND revision = ? AND message_count = ? AND lease_owner = ?",
+            (revision + 1, seq + 1, thread_id, revision, seq, lease_owner),
+        )
+        if moved.rowcount == 1:
+            allocated = seq, revision + 1
+    if allocated is None:
+        seq, revision, _ = allocate(conn, thread_id, lease_owner, where)
+        allocated = seq, revision
+    seq, revision = allocated
     conn.execute(
         "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
         "base_revision, extras) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (thread_id, seq, role, status, utc_now().isoformat(), content, revision, revision, extras),
     )
-    return seq
+    return allocated
 
 
 def generating_row(
