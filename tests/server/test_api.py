@@ -12,6 +12,8 @@ import pytest
 from roboz.server import ThreadApiError, ThreadClient
 from roboz.threads import (
     AgentMessage,
+    AgentMessageStatus,
+    AgentRole,
     AgentThreadStatus,
     AgentToolResultContent,
     AgentToolUseContent,
@@ -189,7 +191,11 @@ def test_a_busy_thread_refuses_a_second_turn_and_cancel_records_the_end(served: 
     assert [m.content[0].text for m in last.messages if m.role.value == "user"] == [  # type: ignore[union-attr]
         "a long answer 200"
     ]
-    assert "AgentCancelledError" in json.dumps(last.messages[-1].model_dump(mode="json"))
+    # The seed's CANCELLED on the reply it cut off and on the notice after it.
+    draft, notice = last.messages[-2:]
+    assert (draft.role, draft.status) == (AgentRole.ASSISTANT, AgentMessageStatus.CANCELLED)
+    assert notice.status is AgentMessageStatus.CANCELLED and notice.is_unsuccessful()
+    assert notice.content[0].model_dump()["error_code"] == "cancelled"
     assert last.model_dump() == bob.get_thread(thread.thread_id).model_dump()
     with pytest.raises(ThreadApiError) as idle:
         bob.cancel(thread.thread_id)

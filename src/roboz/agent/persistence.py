@@ -10,6 +10,7 @@ it was shown), from which a resumed run rebuilds the conversation field by field
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex, cast
 from pydantic import TypeAdapter
 
 from roboz.agent.client_tools import ClientToolError
-from roboz.agent.errors import AgentConfigurationError
+from roboz.agent.errors import AgentCancelledError, AgentConfigurationError
 from roboz.models import Message, Role
 from roboz.runtime.events import (
     Event,
@@ -45,7 +46,7 @@ from roboz.threads import (
     StoredRunMessage,
     ThreadStore,
 )
-from roboz.threads._runs import DRAFT, NOTICE
+from roboz.threads._runs import DRAFT, NOTICE, cancelled_notice
 from roboz.threads.content import decode_blocks
 
 if TYPE_CHECKING:
@@ -403,15 +404,22 @@ def persisted_conversation(
         store.close_run(lease, AgentThreadStatus.CLIENT_TOOL_TURN)
         raise
     except BaseException as error:
+        # A cancel (Agent.cancel, AgentRun.cancel, the run's task cancelled) is the seed's
+        # CANCELLED, on the reply it cut off and on the notice; anything else FAILED.
+        cancelled = isinstance(error, AgentCancelledError | asyncio.CancelledError)
+        ended = AgentMessageStatus.CANCELLED if cancelled else AgentMessageStatus.FAILED
         draft = conversation.draft
         if draft is not None:  # the run broke off while a reply streamed
             with contextlib.suppress(Exception):
-                store.append_blocks(thread_id, draft, [], AgentMessageStatus.FAILED)
-        notice = AgentMessage(
-            role=AgentRole.ROBOTO,
-            content=[AgentErrorContent(error_message=f"{type(error).__name__}: {error}")],
-            status=AgentMessageStatus.FAILED,
-        )
+                store.append_blocks(thread_id, draft, [], ended)
+        if cancelled:
+            notice = cancelled_notice(str(error) or "the run was cancelled")
+        else:
+            notice = AgentMessage(
+                role=AgentRole.ROBOTO,
+                content=[AgentErrorContent(error_message=f"{type(error).__name__}: {error}")],
+                status=AgentMessageStatus.FAILED,
+            )
         store.close_run(lease, AgentThreadStatus.USER_TURN, notice)
         raise
     else:

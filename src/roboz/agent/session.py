@@ -24,7 +24,7 @@ from typing import Any, cast
 from roboz.agent.client_tools import ClientToolResult, ClientToolTurn, ClientToolUse, client_tools
 from roboz.agent.context import RunContext, use_run
 from roboz.agent.drivers import AsyncDriver, Driver, DriverFactory, SyncDriver, drive
-from roboz.agent.errors import AgentConfigurationError, AgentRunError
+from roboz.agent.errors import AgentCancelledError, AgentConfigurationError, AgentRunError
 from roboz.agent.goals import GoalKeeper, declare
 from roboz.agent.mode import AgentMode
 from roboz.agent.persistence import check_thread_id, persisted_conversation
@@ -380,12 +380,24 @@ class AgentRun:
                 with recording_usage(scheduler.recorder):
                     stop = await scheduler.run()
             except AgentRunError as error:
-                pipe.emit(AgentFailed(agent=spec.name, error=str(error), usage=scheduler.usage))
+                cancelled = isinstance(error, AgentCancelledError)
+                pipe.emit(
+                    AgentFailed(
+                        agent=spec.name,
+                        error=str(error),
+                        usage=scheduler.usage,
+                        cancelled=cancelled,
+                    )
+                )
                 raise
             except asyncio.CancelledError:
                 cancel.set()
                 reason = str(scheduler.cancelled_error())
-                pipe.emit(AgentFailed(agent=spec.name, error=reason, usage=scheduler.usage))
+                pipe.emit(
+                    AgentFailed(
+                        agent=spec.name, error=reason, usage=scheduler.usage, cancelled=True
+                    )
+                )
                 raise
             pipe.emit(
                 AgentFinished(

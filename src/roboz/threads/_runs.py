@@ -50,6 +50,19 @@ skips it (the finished reply replaces it with its own extras)."""
 
 INTERRUPTED = "interrupted"
 
+CANCELLED = "cancelled"
+"""``error_code`` of the notice ending a cancelled run."""
+
+
+def cancelled_notice(text: str) -> AgentMessage:
+    """The row that ends a cancelled run, in-process or durable alike: the seed's CANCELLED
+    status ("cancelled by the user", not a failure), an error block saying so."""
+    return AgentMessage(
+        role=AgentRole.ROBOTO,
+        content=[AgentErrorContent(error_message=text, error_code=CANCELLED)],
+        status=AgentMessageStatus.CANCELLED,
+    )
+
 
 def _start_time(pid: int) -> str | None:
     """The kernel's start time of ``pid`` (tells a live process from a reused pid)."""
