@@ -142,6 +142,23 @@ def test_client_tools_scope_context_and_goals_over_http(served: Served) -> None:
     assert done.model_dump() == bob.get_thread(thread.thread_id).model_dump()
 
 
+def test_an_agent_chained_to_a_client_tool_answers_turns_that_do_not_offer_it(
+    served: Served,
+) -> None:
+    bob = served.client("bob")
+    thread = bob.create_thread(agent="picker")  # count_files is chained to pick_files
+    done = _run_turn(bob, thread.thread_id, "just say hello")
+    assert done.status is AgentThreadStatus.USER_TURN
+    assert not any(m.is_unsuccessful() for m in done.messages)
+    before = bob.get_thread(thread.thread_id)
+    stop = {"name": "stop", "description": "the client's own", "input_schema": {}}
+    with pytest.raises(ThreadApiError) as clash:
+        bob.send_message(thread.thread_id, "hi", client_tools=[stop])
+    assert (clash.value.status, clash.value.code) == (400, "invalid_request")
+    assert "'stop'" in clash.value.message
+    assert bob.get_thread(thread.thread_id).model_dump() == before.model_dump()
+
+
 def test_goals_are_declared_and_unknown_goal_types_refused(served: Served) -> None:
     bob = served.client("bob")
     thread = bob.create_thread()

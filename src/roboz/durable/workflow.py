@@ -38,6 +38,7 @@ from roboz.agent.drivers import drive
 from roboz.agent.errors import AgentRunError
 from roboz.agent.goals import as_goal
 from roboz.agent.request import RunRequest, record_results
+from roboz.agent.run import run_graph
 from roboz.agent.tasks import TASK_TOOLS
 from roboz.agent.turn import Turn
 from roboz.durable.cancel import cancelled
@@ -256,7 +257,8 @@ def run_turn(
             f"(known: {sorted(agent.goal_checks)})"
         )
     request = RunRequest(goals=tuple(asked), client_tools=tuple(client_tools or ()))
-    offer_client_tools(request.client_tools)  # a spec it cannot enforce: refused here
+    # A spec it cannot enforce, or one clashing with the agent's tools: refused here.
+    run_graph(agent.run_spec(), offer_client_tools(request.client_tools))
     workflow_id = DBOS.workflow_id or ""
     gate = ReplayGate(agent.event_pipe)
     user = None if results is not None else Message(role=Role.USER, content=text)
