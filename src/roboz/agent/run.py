@@ -69,14 +69,14 @@ def run_graph(spec: RunSpec, client_tools: Sequence[Tool] = ()) -> ToolGraph:
     graph = ToolGraph()
     taken = {PROMPT_LLM, INITIAL_PROMPT}
     for skill in (*spec.skills, *spec.auto_loaded_skills):
-        for item in skill.with_prerequisites():  # a skill loaded later must not clash either
-            taken.update({item.name, *(t.name for t in item.tools)})
+        for part in skill.with_prerequisites():  # a skill loaded later must not clash either
+            taken.update({part.name, *(t.name for t in part.tools)})
     if spec.ask_user_tool is not None:
         taken.add(spec.ask_user_tool.name)
-    for item in client_tools:
-        if item.name in taken:
+    for offered in client_tools:
+        if offered.name in taken:
             raise AgentConfigurationError(
-                f"client tool {item.name!r}: agent {spec.name!r} has a tool or skill of that "
+                f"client tool {offered.name!r}: agent {spec.name!r} has a tool or skill of that "
                 "name; name the client tool differently"
             )
     graph.add(
