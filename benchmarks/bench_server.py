@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-STAMP = re.compile(r"<(\d{6,})>")
+STAMP = re.compile(rb"<(\d{6,})>")
 
 
 # -- the served agent (imported by the server process) -----------------------------------------
@@ -184,42 +184,99 @@ BARE = textwrap.dedent(
 # -- the measurements -----------------------------------------------------------------------
 
 
-async def _follow(port: int, token: str, thread_id: str, start: str, stamps: list[float]) -> Any:
-    """One stream client: latencies of stamped pieces, and the deltas it applied."""
-    from roboz.threads import AgentThreadDelta
+class _Follower(asyncio.Protocol):
+    """One stream client that only takes the time: each read of the socket is stamped as it
+    arrives and kept; the events are parsed after the turn, so the latency measured is the
+    server's, not the time 199 other clients in this process spent parsing before it."""
 
-    http = await Http.connect(port)
-    http.send(
-        "GET", f"/v1/ai/threads/{thread_id}/stream", token, extra=f"Last-Event-ID: {start}\r\n"
-    )
-    status, _ = await http.head()
-    assert status == 200, status
-    deltas: list[Any] = []
-    async for name, data in http.events():
+    def __init__(self, stamps: list[float]) -> None:
+        self.stamps = stamps
+        self.raw = bytearray()
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
         now = time.monotonic_ns()
-        if name != "delta":
-            raise RuntimeError(f"stream error: {data}")
-        for stamp in STAMP.findall(data):
-            stamps.append((now - int(stamp)) / 1e6)
-        delta = AgentThreadDelta.model_validate_json(data)
-        deltas.append(delta)
-        if delta.status is not None and delta.status.value == "user_turn":
-            break
-    http.close()
-    return deltas
+        seen = max(0, len(self.raw) - 40)  # a stamp may straddle two reads
+        self.raw += data
+        window = bytes(self.raw[seen:])
+        for found in STAMP.finditer(window):
+            if found.end() > len(self.raw) - seen - len(data):
+                self.stamps.append((now - int(found.group(1))) / 1e6)
+        if b'"status":"user_turn"' in window and not self.done.done():
+            self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc or RuntimeError("the stream ended before the turn"))
+
+    def deltas(self) -> list[Any]:
+        from roboz.threads import AgentThreadDelta
+
+        head, _, body = bytes(self.raw).partition(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(f"stream refused: {head[:80]!r}")
+        text = bytearray()
+        while body:  # the chunked encoding
+            size_line, _, body = body.partition(b"\r\n")
+            size = int(size_line or b"0", 16)
+            text += body[:size]
+            body = body[size + 2 :]
+        deltas: list[Any] = []
+        for block in bytes(text).split(b"\n\n"):
+            name, data = "message", ""
+            for line in block.decode().split("\n"):
+                if line.startswith("event: "):
+                    name = line[7:]
+                elif line.startswith("data: "):
+                    data = line[6:]
+            if name == "error":
+                raise RuntimeError(f"stream error: {data}")
+            if name == "delta" and data:
+                deltas.append(AgentThreadDelta.model_validate_json(data))
+        return deltas
+
+
+async def _follow(
+    port: int, token: str, thread_id: str, start: str, stamps: list[float], ready: Any
+) -> Any:
+    """One stream client: latencies of stamped pieces, and the deltas it applied."""
+    loop = asyncio.get_running_loop()
+    transport, client = await loop.create_connection(lambda: _Follower(stamps), "127.0.0.1", port)
+    transport.write(
+        (
+            f"GET /v1/ai/threads/{thread_id}/stream HTTP/1.1\r\nHost: bench\r\n"
+            f"Authorization: Bearer {token}\r\nLast-Event-ID: {start}\r\n\r\n"
+        ).encode()
+    )
+    while b"connected" not in client.raw:
+        await asyncio.sleep(0.01)
+    ready()
+    await client.done
+    transport.close()
+    return client.deltas()
 
 
 async def _turn(port: int, token: str, pieces: int, pause_ms: int, clients: int) -> Any:
     http = await Http.connect(port)
     thread = await http.request("POST", "/v1/ai/threads", token, {})
     stamps: list[float] = []
+    connected: list[None] = []
     followers = [
         asyncio.create_task(
-            _follow(port, token, thread["thread_id"], thread["continuation_token"], stamps)
+            _follow(
+                port,
+                token,
+                thread["thread_id"],
+                thread["continuation_token"],
+                stamps,
+                lambda: connected.append(None),
+            )
         )
         for _ in range(clients)
     ]
-    await asyncio.sleep(0.5 + clients * 0.002)  # every stream connected and idle
+    while len(connected) < clients:  # every stream connected
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.2)  # and idle
     await http.request(
         "POST",
         f"/v1/ai/threads/{thread['thread_id']}/messages",

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from roboz.agent import Agent
 from roboz.server import routes_stream, routes_threads, routes_turns
 from roboz.server.errors import install_error_handlers
+from roboz.server.fast import ThreadApp
 from roboz.server.hub import ThreadHub
 from roboz.server.state import ServerState
 from roboz.server.turns import TurnManager
@@ -79,7 +80,7 @@ def create_app(
     """
     if store.read_only:
         raise ValueError("the server's store must be writable: turns write their threads")
-    hub = ThreadHub()
+    hub = ThreadHub(store.delta_since, keepalive_s)
     state = ServerState(
         store=store,
         hub=hub,
@@ -106,7 +107,7 @@ def create_app(
             if feed is not None:
                 await feed.stop()
 
-    app = FastAPI(
+    app = ThreadApp(
         title="RoboZ thread API",
         version=_version(),
         summary="Threads of RoboZ agents: turns, deltas, live streams, pins and ratings.",
