@@ -17,14 +17,18 @@ server. Run: ``python -m benchmarks bench_server [--quick]``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
+import select
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -184,30 +188,29 @@ BARE = textwrap.dedent(
 # -- the measurements -----------------------------------------------------------------------
 
 
-class _Follower(asyncio.Protocol):
-    """One stream client that only takes the time: each read of the socket is stamped as it
-    arrives and kept; the events are parsed after the turn, so the latency measured is the
-    server's, not the time 199 other clients in this process spent parsing before it."""
+class _Follower:
+    """One stream client that only takes the time: each read of its socket is stamped as it
+    arrives and kept; its events are parsed after the turn."""
 
-    def __init__(self, stamps: list[float]) -> None:
-        self.stamps = stamps
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
         self.raw = bytearray()
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.stamps: list[float] = []
+        self.connected = threading.Event()
+        self.done = threading.Event()
 
-    def data_received(self, data: bytes) -> None:
-        now = time.monotonic_ns()
+    def feed(self, now: int, data: bytes) -> None:
         seen = max(0, len(self.raw) - 40)  # a stamp may straddle two reads
         self.raw += data
         window = bytes(self.raw[seen:])
+        fresh = len(self.raw) - seen - len(data)
         for found in STAMP.finditer(window):
-            if found.end() > len(self.raw) - seen - len(data):
+            if found.end() > fresh:
                 self.stamps.append((now - int(found.group(1))) / 1e6)
-        if b'"status":"user_turn"' in window and not self.done.done():
-            self.done.set_result(None)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.done.done():
-            self.done.set_exception(exc or RuntimeError("the stream ended before the turn"))
+        if not self.connected.is_set() and b": connected" in self.raw:
+            self.connected.set()
+        if b'"status":"user_turn"' in window:
+            self.done.set()
 
     def deltas(self) -> list[Any]:
         from roboz.threads import AgentThreadDelta
@@ -236,45 +239,72 @@ class _Follower(asyncio.Protocol):
         return deltas
 
 
-async def _follow(
-    port: int, token: str, thread_id: str, start: str, stamps: list[float], ready: Any
+class _Listener:
+    """Every stream client's socket, read by one thread of its own as data arrives (epoll),
+    doing nothing but stamping and keeping each read: what is measured is the server, not
+    this process's event loop or the time other clients spent parsing before a client's turn
+    came."""
+
+    def __init__(self) -> None:
+        self._epoll = select.epoll()
+        self._followers: dict[int, _Follower] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="listener", daemon=True)
+        self._thread.start()
+
+    def follow(self, port: int, token: str, thread_id: str, start: str) -> _Follower:
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(
+            (
+                f"GET /v1/ai/threads/{thread_id}/stream HTTP/1.1\r\nHost: bench\r\n"
+                f"Authorization: Bearer {token}\r\nLast-Event-ID: {start}\r\n\r\n"
+            ).encode()
+        )
+        sock.setblocking(False)
+        follower = _Follower(sock)
+        self._followers[sock.fileno()] = follower
+        self._epoll.register(sock.fileno(), select.EPOLLIN)
+        return follower
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for fd, _ in self._epoll.poll(0.05):
+                follower = self._followers.get(fd)
+                if follower is None:
+                    continue
+                try:
+                    data = follower.sock.recv(1 << 20)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    self._epoll.unregister(fd)
+                    follower.done.set()
+                    continue
+                follower.feed(time.monotonic_ns(), data)
+
+    def close(self, follower: _Follower) -> None:
+        fd = follower.sock.fileno()
+        if self._followers.pop(fd, None) is not None:
+            with contextlib.suppress(OSError):
+                self._epoll.unregister(fd)
+        follower.sock.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._epoll.close()
+
+
+async def _turn(
+    listener: _Listener, port: int, token: str, pieces: int, pause_ms: int, clients: int
 ) -> Any:
-    """One stream client: latencies of stamped pieces, and the deltas it applied."""
-    loop = asyncio.get_running_loop()
-    transport, client = await loop.create_connection(lambda: _Follower(stamps), "127.0.0.1", port)
-    transport.write(
-        (
-            f"GET /v1/ai/threads/{thread_id}/stream HTTP/1.1\r\nHost: bench\r\n"
-            f"Authorization: Bearer {token}\r\nLast-Event-ID: {start}\r\n\r\n"
-        ).encode()
-    )
-    while b"connected" not in client.raw:
-        await asyncio.sleep(0.01)
-    ready()
-    await client.done
-    transport.close()
-    return client.deltas()
-
-
-async def _turn(port: int, token: str, pieces: int, pause_ms: int, clients: int) -> Any:
     http = await Http.connect(port)
     thread = await http.request("POST", "/v1/ai/threads", token, {})
-    stamps: list[float] = []
-    connected: list[None] = []
     followers = [
-        asyncio.create_task(
-            _follow(
-                port,
-                token,
-                thread["thread_id"],
-                thread["continuation_token"],
-                stamps,
-                lambda: connected.append(None),
-            )
-        )
+        listener.follow(port, token, thread["thread_id"], thread["continuation_token"])
         for _ in range(clients)
     ]
-    while len(connected) < clients:  # every stream connected
+    while not all(f.connected.is_set() for f in followers):  # every stream connected
         await asyncio.sleep(0.02)
     await asyncio.sleep(0.2)  # and idle
     await http.request(
@@ -283,9 +313,15 @@ async def _turn(port: int, token: str, pieces: int, pause_ms: int, clients: int)
         token,
         {"text": f"{pieces} {pause_ms}"},
     )
-    results = await asyncio.gather(*followers)
+    while not all(f.done.is_set() for f in followers):
+        await asyncio.sleep(0.02)
     final = await http.request("GET", f"/v1/ai/threads/{thread['thread_id']}", token)
     http.close()
+    results = []
+    for follower in followers:
+        listener.close(follower)
+        results.append(follower.deltas())
+    stamps = [stamp for follower in followers for stamp in follower.stamps]
     return thread, final, results, stamps
 
 
@@ -311,8 +347,12 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def _latency(port: int, token: str, pieces: int) -> None:
-    _, _, _, alone = await _turn(port, token, pieces, 20, 1)
-    thread, final, results, crowd = await _turn(port, token, pieces, 20, 200)
+    listener = _Listener()
+    try:
+        _, _, _, alone = await _turn(listener, port, token, pieces, 20, 1)
+        thread, final, results, crowd = await _turn(listener, port, token, pieces, 20, 200)
+    finally:
+        listener.stop()
     bad = _check(thread, final, results)
     print(f"SSE append-to-client latency, {pieces} deltas, pieces 20 ms apart:")
     print(f"  1 client:    p50 {_pct(alone, 0.5):6.2f} ms  p99 {_pct(alone, 0.99):6.2f} ms")
@@ -326,9 +366,14 @@ async def _latency(port: int, token: str, pieces: int) -> None:
 
 async def _load(port: int, token: str, pid: int, turns: int, per_turn: int) -> None:
     started = time.perf_counter()
-    outcomes = await asyncio.gather(
-        *(_turn(port, token, 20, 10, per_turn) for _ in range(turns)), return_exceptions=True
-    )
+    listener = _Listener()
+    try:
+        outcomes = await asyncio.gather(
+            *(_turn(listener, port, token, 20, 10, per_turn) for _ in range(turns)),
+            return_exceptions=True,
+        )
+    finally:
+        listener.stop()
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     bad = sum(
         _check(t, f, r) for t, f, r, _ in (o for o in outcomes if not isinstance(o, BaseException))

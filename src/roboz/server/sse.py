@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Generator
 from typing import Any
 
 from starlette.responses import Response
@@ -36,11 +36,11 @@ HEAD = b"retry: 1000\n: connected\n\n"
 
 
 class _Resumed:
-    """The rest of a coroutine that waited when it was started by :func:`eager`."""
+    """The rest of an awaitable that waited when it was started by :func:`eager`."""
 
     __slots__ = ("_coro", "_waiting")
 
-    def __init__(self, coro: Coroutine[Any, Any, Any], waiting: Any) -> None:
+    def __init__(self, coro: Generator[Any, Any, Any], waiting: Any) -> None:
         self._coro = coro
         self._waiting = waiting
 
@@ -63,18 +63,15 @@ class _Resumed:
                     return
 
 
-def eager(coro: Coroutine[Any, Any, Any]) -> Awaitable[None] | None:
-    """Run ``coro`` now, up to its first wait: None when it finished without waiting, else
-    an awaitable of the rest. Its errors are raised here or from the awaitable."""
+def eager(awaitable: Awaitable[Any]) -> Awaitable[None] | None:
+    """Run ``awaitable`` now, up to its first wait: None when it finished without waiting,
+    else an awaitable of the rest. Its errors are raised here or from the awaitable."""
+    steps = awaitable.__await__()
     try:
-        waiting = coro.send(None)
+        waiting = steps.send(None)
     except StopIteration:
         return None
-    return _Resumed(coro, waiting)
-
-
-async def _finish(rest: Awaitable[None]) -> None:
-    await rest
+    return _Resumed(steps, waiting)
 
 
 class Stream:

@@ -123,9 +123,17 @@ def on_this_host(owner: str) -> bool:
     return owner.split("|", 1)[0] == _HOST
 
 
+_own: list[tuple[int, str | None]] = []
+"""This process's pid and start time (a forked child has another pid, so reads again)."""
+
+
 def owner_is_alive(owner: str, pid: int | None, start: str | None) -> bool:
     if not on_this_host(owner) or pid is None:
         return True  # another host's process cannot be checked from here: assume it runs
+    if not _own or _own[0][0] != os.getpid():
+        _own[:] = [(os.getpid(), _start_time(os.getpid()))]
+    if pid == _own[0][0]:  # a run of this process (e.g. a server reading its own turn's thread)
+        return start == _own[0][1]
     if _start_time(pid) != start:
         return False
     try:
