@@ -1,0 +1,12 @@
+"""What ``roboz serve`` serves beside the thread API, mounted in one place: the AG-UI run
+endpoint (``/v1/agui``) and the web UI (``/``)."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+
+def mount_frontends(app: FastAPI) -> None:
+    from roboz.server.agui import router
+
+    app.include_router(router)
