@@ -8,5 +8,7 @@ from fastapi import FastAPI
 
 def mount_frontends(app: FastAPI) -> None:
     from roboz.server.agui import router
+    from roboz.server.ui import mount_ui
 
     app.include_router(router)
+    mount_ui(app)
