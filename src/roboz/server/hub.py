@@ -167,6 +167,8 @@ class ThreadHub:
         topic = subscription._topic  # pyright: ignore[reportPrivateUsage]
         pending = topic.deltas.get(token)
         if pending is not None:
+            if pending.done():  # the common case with many streams: read by the first
+                return pending.result()
             return await asyncio.shield(pending)
         future: asyncio.Future[EncodedDelta] = asyncio.get_running_loop().create_future()
         topic.deltas[token] = future

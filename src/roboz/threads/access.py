@@ -158,8 +158,14 @@ class CallerThreads:
 
     def get_thread(self, thread_id: str) -> AgentThreadRecord:
         """The whole thread as the API shows it (``pinned_at`` is None on single reads)."""
-        self.readable(thread_id)
-        return api_view(self.store.get_thread(thread_id))
+        try:
+            record = self.store.get_thread(thread_id)
+        except ThreadNotFoundError:
+            record = None
+        # Checked on the record read anyway (one read, not two); a refusal reads as missing.
+        if record is None or not can_read(self.caller, record):
+            raise ThreadNotFoundError(f"no thread {thread_id!r}")
+        return api_view(record)
 
     def delta_since(self, thread_id: str, continuation_token: str | None) -> AgentThreadDelta:
         self.readable(thread_id)
