@@ -1,16 +1,16 @@
-"""What runs after ``fork()`` in Python, and the plan that sandbox-init is started with.
+"""Direct mode (no zygote): what runs in the helper's own child after ``fork()``.
 
     helper (asyncio, possibly multi-threaded)
-      └─ A "setup"   direct mode only (the zygote does this itself): host pid namespace;
-      │              spawns B into a new pid namespace, reports B's pid, hands B the request,
-      │              waits. Dies with the helper (PDEATHSIG).
+      └─ A "setup"   host pid namespace; spawns B into a new pid namespace, reports B's pid,
+      │              hands B the request, waits. Dies with the helper (PDEATHSIG).
       └─ B "init"    sandbox-init (init.c), pid 1 of the run's pid namespace: namespaces, root,
                      the run process, its own privilege drop, reaping, the status.
 
-A runs only self-contained code prepared by the parent (``ChildPlan``): no imports, no
-asyncio, no locks of the parent's threads (glibc's fork resets malloc's). Every failure is
-written to the set-up error pipe as "stage: message" before ``_exit(127)``, so the parent can
-put a precise diagnostic in the completion; sandbox-init reports its own the same way.
+A runs only self-contained code prepared by the parent (the plan, the descriptors, the
+signals to reset): no imports, no asyncio, no locks of the parent's threads (glibc's fork
+resets malloc's). Every failure is written to the set-up error pipe as "stage: message"
+before ``_exit(127)``, so the parent can put a precise diagnostic in the completion;
+sandbox-init reports its own the same way. (The zygote does A's job with the fork server.)
 """
 
 from __future__ import annotations
@@ -22,49 +22,13 @@ import os
 import signal
 import socket
 import struct
-from dataclasses import dataclass
 from typing import NoReturn
 
 import prctl
 
-from . import init_wire, mounts, namespaces
-from . import syscalls as sc
-
-STATUS_FORMAT = "=iqq"  # C's wait status, CPU time in microseconds, peak RSS in bytes
-PID_FORMAT = "=i"
-EXIT_SETUP_FAILED = 127
-
-
-@dataclass(frozen=True)
-class ChildPlan:
-    helper_pid: int
-    rootless: bool
-    outer_uid: int
-    outer_gid: int
-    uid: int
-    gid: int
-    network: str
-    mounts: mounts.MountPlan
-    rlimits: tuple[tuple[int, int, int], ...]
-    exec_path: str
-    exec_argv: tuple[str, ...]
-    env: dict[str, str]
-    stdout_w: int
-    stderr_w: int
-    setup_w: int  # set-up errors (close-on-exec: EOF once the run has exec'd)
-    status_w: int  # A writes B's pid, B writes the run's status
-    cgroup_procs_fds: tuple[int, ...]  # cgroup join files (cgroups.open_join_fds)
-    reset_signals: tuple[int, ...]
-    # Zygote mode: the zygote makes (or renames a pooled one to) this cgroup.
-    cgroup_name: str = ""
-    pids_max: int = 0
-    memory_max: int = 0
-    in_cgroup: bool = False  # pid 1 (and so the run) is already in the run's cgroup
-    prepare_only: bool = False  # to the zygote: no run, only a warm pid 1 of this shape
-
-
-def plan_fds(plan: ChildPlan) -> list[int]:
-    return [plan.stdout_w, plan.stderr_w, plan.setup_w, plan.status_w, *plan.cgroup_procs_fds]
+from . import init_wire, namespaces
+from .init_wire import EXIT_SETUP_FAILED, PID_FORMAT
+from .spec import ChildPlan, RunFds
 
 
 def _report(fd: int, stage: str, exc: BaseException) -> NoReturn:
@@ -104,35 +68,37 @@ def _die_with_parent() -> None:
     prctl.set_pdeathsig(signal.SIGKILL)
 
 
-def stage_a(plan: ChildPlan) -> NoReturn:
-    """Direct mode only (no zygote): the helper's child that makes the pid namespace."""
+def stage_a(
+    plan: ChildPlan, fds: RunFds, helper_pid: int, reset_signals: tuple[int, ...]
+) -> NoReturn:
+    """The helper's child that makes the pid namespace and spawns pid 1 into it."""
     try:
         # A collection would walk (and so copy-on-write fault) the helper's whole heap.
         gc.disable()
         # The helper's sockets (its listening socket, clients' connections) must not stay
         # open in here for the length of the run.
-        _close_all_but({0, 1, 2, *plan_fds(plan)})
-        _reset_signals(plan.reset_signals)
+        _close_all_but({0, 1, 2, *fds.all()})
+        _reset_signals(reset_signals)
         _die_with_parent()
-        if os.getppid() != plan.helper_pid:
+        if os.getppid() != helper_pid:
             os._exit(EXIT_SETUP_FAILED)
         _avoid_oom_killer()
-        namespaces.enter_pid_namespace(plan.rootless, plan.outer_uid, plan.outer_gid)
+        namespaces.enter_pid_namespace(plan.rootless)
         alive_r, _alive_w = os.pipe2(os.O_CLOEXEC)  # held until we exit: EOF = A is gone
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         config = init_wire.encode_config(plan, prepare_run=False, report=True, pool=0)
-        pid = init_wire.spawn(config, theirs.fileno(), alive_r, plan.setup_w, (), ())
+        pid = init_wire.spawn(config, theirs.fileno(), alive_r, fds.setup_w, (), ())
         os.close(alive_r)
         theirs.close()
-        os.write(plan.status_w, struct.pack(PID_FORMAT, pid))
+        os.write(fds.status_w, struct.pack(PID_FORMAT, pid))
         # pid 1 may have died building the root: it said why on the set-up pipe.
         with contextlib.suppress(OSError):
-            init_wire.send_request(ours, plan)
+            init_wire.send_request(ours, plan, fds)
         ours.close()
-        for fd in plan_fds(plan):
+        for fd in fds.all():
             os.close(fd)
     except BaseException as exc:
-        _report(plan.setup_w, "setup", exc)
+        _report(fds.setup_w, "setup", exc)
     while True:
         try:
             os.waitpid(pid, 0)
@@ -158,4 +124,5 @@ def _close_all_but(keep: set[int]) -> None:
         if fd > low:
             os.closerange(low, fd)
         low = fd + 1
-    sc.close_from(low)
+    # One close_range(2) call where the C library has it (CPython uses it).
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))

@@ -1,4 +1,6 @@
-/* sandbox-init: what init.c (pid 1, the run process) and init_root.c (the root) share. */
+/* sandbox-init: what init.c (pid 1, the run process), init_root.c (the root, the template)
+ * and fork_server.c share. The numbers below are also written in Python (init_wire.py,
+ * spec.py, view.py, mounts.py): tests/sandbox/test_shared_constants.py reads both. */
 #ifndef ROBOZ_SANDBOX_INIT_H
 #define ROBOZ_SANDBOX_INIT_H
 
@@ -27,9 +29,14 @@
 #define POOL_FD 7
 #define EXIT_SETUP_FAILED 127
 
-/* pid 1 from its start (init.c); the fork server's loop (fork_server.c). */
+/* The configuration's first bytes (init_wire.encode_config, read_config in init.c). */
+#define CONFIG_MAGIC "RZI2"
+
+/* pid 1 from its start (init.c); the fork server's loop (fork_server.c); the system
+ * template from a configuration (init.c: 0, or an errno value). */
 int pid1_main(void);
 int serve_forks(void);
+int template_main(int config_fd, int replace);
 
 struct mount_attr_arg {
     uint64_t attr_set, attr_clr, propagation, userns_fd;
@@ -54,9 +61,8 @@ struct bind_spec {
     uint64_t attrs;
 };
 
-/* mounts.MountPlan plus the layout constants, as sent by init_wire.encode_config. */
+/* spec.MountPlan plus the layout constants, as sent by init_wire.encode_config. */
 struct root_plan {
-    char *template; /* "" when runs bind every system path themselves */
     char *hostname;
     int loopback;
     uint64_t root_size, tmp_size, tmp_inodes;
@@ -69,8 +75,14 @@ struct root_plan {
 
 /* Namespaces (mount, net, ipc, uts), loopback, the root filesystem, the hostname. */
 int prepare_root(const struct root_plan *plan);
+/* The zygote's system template at TEMPLATE_AT, in the fork server's mount namespace, from
+ * the plan's system layout; template_ready says a pid 1 forked from the server may clone it
+ * (set by the server, inherited by the fork; 0 in a pid 1 that was executed). */
+#define TEMPLATE_AT "/dev/shm"
+extern int template_ready;
+int build_template(const struct root_plan *plan, int replace);
 
-/* The run's file view (mounts.ViewEntry, sandbox/view.py): what the file policy denies is
+/* The run's file view (spec.ViewEntry, planned by view.py): what the file policy denies is
  * masked, what it makes read-only or writable is re-bound so, in the order given. */
 #define VIEW_MASK 1
 #define VIEW_READ_ONLY 2
