@@ -45,12 +45,6 @@
 #define MAX_FDS 16
 #define MAX_REQUEST (16u << 20)
 
-#ifndef SYS_close_range
-#define SYS_close_range 436
-#endif
-#define MOUNT_ATTR_RDONLY 0x1
-#define MOUNT_ATTR_NOSUID 0x2
-#define MOUNT_ATTR_NODEV 0x4
 #define KEYCTL_JOIN_SESSION_KEYRING 1
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
@@ -357,7 +351,7 @@ static int receive(int sock, struct request *req) {
 
 /* ------------------------------------------------------------------ privileges ----------- */
 
-static int write_file(const char *path, const char *text) {
+int write_file(const char *path, const char *text) {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     ssize_t n = write(fd, text, strlen(text)); /* one write(2): kernel control files */
@@ -748,18 +742,19 @@ static void run_init(struct request *req, struct prepared *warm) {
     _exit(0);
 }
 
-/* A SOCK_SEQPACKET socket at descriptor 3 makes this the fork server (fork_server.c): the
- * mode is not on the command line, which every pid 1 forked from it inherits and the run can
- * read (it must be just "sandbox-init"). A pid 1 executed directly has a stream socket there. */
+/* A SOCK_SEQPACKET socket at descriptor 3 makes this the fork server (zygote mode), a stream
+ * socket the starter of one pid 1 (direct mode); both in fork_server.c. The mode is not on
+ * the command line, which every pid 1 forked from them inherits and the run can read (it must
+ * be just "sandbox-init"). */
 int main(void) {
     int type = 0;
     socklen_t len = sizeof type;
     if (getsockopt(CTRL_FD, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET)
         return serve_forks();
-    return pid1_main();
+    return start_direct();
 }
 
-/* Executed (direct mode) or forked by the fork server, with descriptors 3-7 in place. */
+/* Forked by the fork server or the starter, with descriptors 3-7 in place. */
 int pid1_main(void) {
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* root's alone until the run has its own uid */
     prctl(PR_SET_NAME, "sandbox-init", 0, 0, 0);

@@ -12,14 +12,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
-#ifndef SYS_mount_setattr
+/* What older C libraries lack: the kernel's values (x86_64's system call table,
+ * linux/mount.h). */
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#define SYS_move_mount 429
+#define SYS_pidfd_open 434
+#define SYS_close_range 436
 #define SYS_mount_setattr 442
 #endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#define MOVE_MOUNT_F_EMPTY_PATH 0x4
+#define MOVE_MOUNT_T_EMPTY_PATH 0x40
+#define MOUNT_ATTR_RDONLY 0x1
+#define MOUNT_ATTR_NOSUID 0x2
+#define MOUNT_ATTR_NODEV 0x4
+#define MOUNT_ATTR_NOEXEC 0x8
+#endif
+#define AT_RECURSIVE_FLAG 0x8000
 
 /* Descriptors of a starting pid 1 (see init.c), and its exit status when set-up fails. */
 #define CTRL_FD 3
@@ -36,6 +53,7 @@
  * template from a configuration (init.c: 0, or an errno value). */
 int pid1_main(void);
 int serve_forks(void);
+int start_direct(void);
 int template_main(int config_fd, int replace);
 
 struct mount_attr_arg {
@@ -46,6 +64,8 @@ struct mount_attr_arg {
 extern const char *failed_what;
 extern int failed_errno;
 int fail(const char *what);
+/* A kernel control file (uid_map, oom_score_adj...) written in one write(2). */
+int write_file(const char *path, const char *text);
 
 #define CHECK(call, what)                                                                  \
     do {                                                                                   \

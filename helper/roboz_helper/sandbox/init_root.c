@@ -33,21 +33,7 @@
 #include <dirent.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h>
 
-#ifndef SYS_open_tree
-#define SYS_open_tree 428
-#endif
-#ifndef SYS_move_mount
-#define SYS_move_mount 429
-#endif
-#ifndef OPEN_TREE_CLONE /* older C libraries: the kernel's values */
-#define OPEN_TREE_CLONE 1
-#define MOVE_MOUNT_F_EMPTY_PATH 0x4
-#define MOVE_MOUNT_T_EMPTY_PATH 0x40
-#define MOUNT_ATTR_NOEXEC 0x8
-#endif
-#define AT_RECURSIVE_FLAG 0x8000
 #define OLDROOT "/oldroot"
 
 static char message[700]; /* a refusal's text (no errno) */
@@ -353,10 +339,6 @@ static int loopback_up(void) {
  * (recursively) or writable (this mount only) over itself. */
 #define MASK_DIR "/run/roboz/.masked-dir"
 #define MASK_FILE "/run/roboz/.masked-file"
-#define MOUNT_ATTR_RDONLY_ 0x1
-#define MOUNT_ATTR_NOSUID_ 0x2
-#define MOUNT_ATTR_NODEV_ 0x4
-#define MOUNT_ATTR_NOEXEC_ 0x8
 /* An entry's path, walked from the sandbox's root; the inode the helper resolved, or fail. */
 static int view_open(int root_fd, const struct view_entry *e) {
     int fd = walk(root_fd, e->path, "follow", NULL, 0);
@@ -417,7 +399,7 @@ static int skeleton(int root_fd, int dir, const struct view_entry *e, uint32_t k
     if (rc == 0) {
         int tree = (int)syscall(SYS_open_tree, AT_FDCWD, skel, OPEN_TREE_CLONE | O_CLOEXEC);
         struct mount_attr_arg attr = {
-            MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_ | MOUNT_ATTR_NOEXEC_, 0,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0,
             0, 0};
         if (tree < 0)
             rc = fail("open_tree (file view)");
@@ -470,7 +452,7 @@ int apply_view(const struct view_entry *v, uint32_t n) {
             continue;
         }
         int tree;
-        struct mount_attr_arg attr = {MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_, 0, 0, 0};
+        struct mount_attr_arg attr = {MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, 0};
         unsigned flags = AT_EMPTY_PATH;
         if (v[i].kind == VIEW_MASK) {
             struct stat st;
@@ -481,15 +463,15 @@ int apply_view(const struct view_entry *v, uint32_t n) {
             }
             tree = (int)syscall(SYS_open_tree, AT_FDCWD, S_ISDIR(st.st_mode) ? MASK_DIR : MASK_FILE,
                                 OPEN_TREE_CLONE | O_CLOEXEC);
-            attr.attr_set |= MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOEXEC_;
+            attr.attr_set |= MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC;
         } else if (v[i].kind == VIEW_READ_ONLY || v[i].kind == VIEW_WRITABLE) {
             tree = (int)syscall(SYS_open_tree, fd, "",
                                 OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE_FLAG);
             if (v[i].kind == VIEW_READ_ONLY) {
-                attr.attr_set |= MOUNT_ATTR_RDONLY_;
+                attr.attr_set |= MOUNT_ATTR_RDONLY;
                 flags |= AT_RECURSIVE_FLAG; /* masks and binds below stay, all read-only */
             } else {
-                attr.attr_clr = MOUNT_ATTR_RDONLY_;
+                attr.attr_clr = MOUNT_ATTR_RDONLY;
             }
         } else {
             close(fd);

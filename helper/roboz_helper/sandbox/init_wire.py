@@ -1,20 +1,22 @@
 """The Python side of ``sandbox-init`` (init.c, init_root.c, fork_server.c): where the
 program is, the configuration and request it reads, how it is started, and its fork server.
 
-A run's pid 1 is ``sandbox-init`` itself: forked by the program's fork server (sandbox-init
-started once by the zygote, with a SOCK_SEQPACKET socket; see fork_server.c) in zygote mode,
-or spawned (vfork and exec) by the helper's set-up child in direct mode, right after
-``unshare(CLONE_NEWPID)``. It makes the namespaces and builds the root from the mount plan in
-its configuration, then waits for its request; init.c describes both formats, and
+A run's pid 1 is ``sandbox-init`` itself, forked in a fresh pid namespace: by the program's
+fork server (started once by the zygote, with a SOCK_SEQPACKET socket) in zygote mode, or by
+the program started for that one run (with a stream socket) in direct mode; see
+fork_server.c. It makes the namespaces and builds the root from the mount plan in its
+configuration, then waits for its request; init.c describes both formats, and
 tests/sandbox/test_shared_constants.py holds the two sides to the same numbers and layout.
 """
 
 from __future__ import annotations
 
 import array
+import contextlib
 import fcntl
 import math
 import os
+import signal
 import socket
 import struct
 import time
@@ -35,7 +37,7 @@ CTRL_FD, CONFIG_FD, ALIVE_FD, REPORT_FD, POOL_FD = 3, 4, 5, 6, 7
 EXIT_SETUP_FAILED = 127
 CONFIG_MAGIC = b"RZI2"
 # What pid 1 writes on the status pipe once the run is over: C's wait status, CPU time in
-# microseconds, peak RSS in bytes; in direct mode the set-up child writes pid 1's pid first.
+# microseconds, peak RSS in bytes; in direct mode the starter writes pid 1's pid first.
 STATUS_FORMAT = "=iqq"
 PID_FORMAT = "=i"
 _HEADER = struct.Struct("<I")
@@ -165,34 +167,47 @@ def _config_fd(config: bytes) -> int:
     return memfd
 
 
-def spawn(
-    config: bytes,
-    ctrl: int,
-    alive_r: int,
-    report_fd: int,
-    pool_fds: tuple[int, ...],
-    reset_signals: tuple[int, ...],
-) -> int:
-    """Start sandbox-init (its pid): vfork and exec, with the request socket, its
-    configuration, the alive pipe, the set-up pipe and the pooled cgroup join files at the
-    descriptors it expects, default signal dispositions, an empty mask and environment."""
+def start_direct(config: bytes, ctrl: int, fds: RunFds, reset_signals: tuple[int, ...]) -> int:
+    """Direct mode: start sandbox-init as the starter of one pid 1 (start_direct in
+    fork_server.c), with the request socket, its configuration, the run's status and set-up
+    pipes at the descriptors it expects; its pid. The caller sends the request on ``ctrl``'s
+    other end, to pid 1 itself."""
     memfd = _config_fd(config)
+    try:
+        sources = {CTRL_FD: ctrl, CONFIG_FD: memfd, ALIVE_FD: fds.status_w, REPORT_FD: fds.setup_w}
+        return _execute(sources, reset_signals)
+    finally:
+        os.close(memfd)
+
+
+def signals_to_reset() -> tuple[int, ...]:
+    """Every signal this process handles or ignores (Python ignores SIGPIPE and SIGXFSZ, and
+    exec keeps ignored signals ignored): sandbox-init starts with their defaults."""
+    out = []
+    for sig in range(1, signal.NSIG):
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            if signal.getsignal(sig) not in (signal.SIG_DFL, None):
+                out.append(sig)
+    return tuple(out)
+
+
+def _execute(sources: dict[int, int], reset_signals: tuple[int, ...]) -> int:
+    """vfork and exec sandbox-init with ``sources`` (target -> descriptor) in place, default
+    signal dispositions, an empty signal mask and an empty environment: its pid."""
     high: list[int] = []
     try:
-        sources = {CTRL_FD: ctrl, CONFIG_FD: memfd, ALIVE_FD: alive_r}
-        if report_fd >= 0:
-            sources[REPORT_FD] = report_fd
-        sources.update({POOL_FD + i: fd for i, fd in enumerate(pool_fds)})
         actions = []
         for target, fd in sources.items():  # copied above the targets first: no clobbering
-            high.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, POOL_FD + len(sources)))
+            high.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, max(sources) + 1))
             actions.append((os.POSIX_SPAWN_DUP2, high[-1], target))
         return os.posix_spawn(
             BINARY, ["sandbox-init"], {}, file_actions=actions, setsigdef=reset_signals,
             setsigmask=(),
         )  # fmt: skip
     finally:
-        for fd in (memfd, *high):
+        for fd in high:
             os.close(fd)
 
 
@@ -221,15 +236,7 @@ class ForkServer:
     def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            high = fcntl.fcntl(theirs.fileno(), fcntl.F_DUPFD_CLOEXEC, CTRL_FD + 1)
-            try:
-                self.pid = os.posix_spawn(
-                    BINARY, ["sandbox-init"], {},
-                    file_actions=[(os.POSIX_SPAWN_DUP2, high, CTRL_FD)],
-                    setsigdef=self.reset_signals, setsigmask=(),
-                )  # fmt: skip
-            finally:
-                os.close(high)
+            self.pid = _execute({CTRL_FD: theirs.fileno()}, self.reset_signals)
         except BaseException:
             ours.close()
             raise

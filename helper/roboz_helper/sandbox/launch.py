@@ -4,19 +4,22 @@
   (one hop), and the zygote is asked, without waiting, for the next one;
 - cold: the zygote has the fork server fork a pid 1 built for this request;
 - direct: no zygote (``ROBOZ_SANDBOX_ZYGOTE=0``, a rootless helper, or a zygote that cannot
-  be used): the helper forks a set-up child itself (child.stage_a), which spawns pid 1.
+  be used): the helper starts sandbox-init for this one run, which forks pid 1 (start_direct
+  in fork_server.c).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import socket
 
-from . import cgroups, child, mounts, rlimits, zygote_client
+from . import cgroups, init_wire, mounts, rlimits, zygote_client
 from .spec import ChildPlan, RunFds, SandboxError, SandboxSpec, Started
 
 log = logging.getLogger(__name__)
-# Start runs from the pre-started zygote (see zygote.py); False forks the helper itself.
+# Start runs from the pre-started zygote (see zygote.py); False starts each run directly.
 USE_ZYGOTE = os.environ.get("ROBOZ_SANDBOX_ZYGOTE", "1") != "0"
 
 
@@ -79,8 +82,8 @@ async def start(plan: ChildPlan, fds: RunFds) -> Started:
                     return started
             return await _cold(zygote, plan, fds)
         except OSError as exc:
-            log.warning("sandbox zygote unavailable, forking the helper: %s", exc)
-    return _direct(plan, fds)
+            log.warning("sandbox zygote unavailable, starting the run directly: %s", exc)
+    return await _direct(plan, fds)
 
 
 async def _warm(warm: zygote_client.Warm, plan: ChildPlan, fds: RunFds) -> Started | None:
@@ -101,22 +104,28 @@ async def _cold(zygote: zygote_client.Zygote, plan: ChildPlan, fds: RunFds) -> S
     return Started(pid, pidfd, False, cgroups.RunCgroup.existing(plan.cgroup_name), False)
 
 
-def _direct(plan: ChildPlan, fds: RunFds) -> Started:
-    """The helper's own set-up child (child.stage_a): it reports pid 1's pid first on the
-    status pipe. The cgroup is made here (none when a rootless helper has no delegated v2)."""
-    cg = cgroups.RunCgroup.create_named(plan.cgroup_name, plan.pids_max, plan.memory_max)
+async def _direct(plan: ChildPlan, fds: RunFds) -> Started:
+    """sandbox-init started for this run (it writes pid 1's pid first on the status pipe);
+    the request goes to pid 1 from here. The cgroup is made here (none when a rootless
+    helper has no delegated v2)."""
+    cg = cgroups.RunCgroup.create(plan.cgroup_name, plan.pids_max, plan.memory_max)
     joins = tuple(cg.open_join_fds()) if cg is not None else ()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        reset_signals = child.signals_to_reset()
-        helper_pid = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            child.stage_a(plan, fds._replace(cgroup_joins=joins), helper_pid, reset_signals)
-        return Started(pid, os.pidfd_open(pid), True, cg, False)
+        config = init_wire.encode_config(plan, prepare_run=False, report=True, pool=0)
+        with theirs:
+            reset = init_wire.signals_to_reset()
+            pid = init_wire.start_direct(config, theirs.fileno(), fds, reset)
+        started = Started(pid, os.pidfd_open(pid), True, cg, False)
+        ours.setblocking(False)
+        with contextlib.suppress(OSError):  # pid 1 died building the root, and said why
+            await zygote_client.send_request(ours, plan, fds._replace(cgroup_joins=joins))
+        return started
     except BaseException:
         if cg is not None:
             cg.remove()
         raise
     finally:
+        ours.close()
         for fd in joins:
             os.close(fd)

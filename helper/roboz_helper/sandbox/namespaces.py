@@ -1,14 +1,16 @@
 """Which namespaces a run gets, and the user-namespace mappings of a rootless helper.
 
-The process that forks the run's pid 1 (the fork server, or a first child of the helper)
-unshares the pid namespace, which applies to its next child only; that child, pid 1
-(sandbox-init), unshares mount, network, ipc and uts namespaces for itself; the run process
-later enters a fresh cgroup namespace rooted at its own cgroup.
+sandbox-init makes them all (fork_server.c, init_root.c, init.c): the process that forks the
+run's pid 1 (the fork server, or the starter in direct mode) unshares the pid namespace,
+which applies to its next child only; that child, pid 1, unshares mount, network, ipc and uts
+namespaces for itself; the run process later enters a fresh cgroup namespace rooted at its
+own cgroup. Here: the flags (seccomp.py refuses them to the run) and what sandbox_support()
+probes with.
 
-A helper that is not root first creates a user namespace mapping only its own uid/gid to 0
-(so the set-up steps have capabilities there), and the run process creates a second, nested
-user namespace mapping the requested uid/gid onto that 0: the run is never uid 0 in any
-namespace, and every mount made by the set-up is locked against it.
+A helper that is not root has the starter create a user namespace mapping only its own
+uid/gid to 0 (so the set-up steps have capabilities there), and the run process creates a
+second, nested user namespace mapping the requested uid/gid onto that 0: the run is never
+uid 0 in any namespace, and every mount made by the set-up is locked against it.
 
 ``unshare`` is a ctypes call because os.unshare needs Python 3.12; the flags and system call
 numbers are x86_64's (``sandbox_support()`` refuses other machines).
@@ -61,14 +63,3 @@ def map_self(inside_uid: int, inside_gid: int, outside_uid: int, outside_gid: in
     write_control("/proc/self/setgroups", "deny")
     write_control("/proc/self/uid_map", f"{inside_uid} {outside_uid} 1\n")
     write_control("/proc/self/gid_map", f"{inside_gid} {outside_gid} 1\n")
-
-
-def enter_pid_namespace(rootless: bool) -> None:
-    """Make the next child the pid 1 of a new pid namespace (rootless: inside a new user
-    namespace in which this process is 0, so that the child can create the others)."""
-    if rootless:
-        uid, gid = os.geteuid(), os.getegid()
-        unshare(CLONE_NEWUSER | CLONE_NEWPID)
-        map_self(0, 0, uid, gid)
-    else:
-        unshare(CLONE_NEWPID)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from roboz_helper.run_states import Limit, RunReason, RunStatus
 
 from . import cgroups, rlimits
-from .init_wire import STATUS_FORMAT
+from .init_wire import EXIT_SETUP_FAILED, STATUS_FORMAT
 from .seccomp import DENIAL_NOTE
 from .spec import SandboxOutcome, SandboxSpec
 
@@ -81,8 +81,10 @@ def outcome_of(spec: SandboxSpec, ended: Ended) -> SandboxOutcome:
         return SandboxOutcome(st, code, sig, diag, ended.wall_time_s, cpu, peak, limit)
 
     code = sig = None
-    if status is not None:
-        code, sig = _exit_of(status)
+    if status is not None and os.WIFEXITED(status):
+        code = os.WEXITSTATUS(status)
+    elif status is not None and os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
     if ended.reason == "timeout":
         diag = f"run exceeded its {spec.timeout_s:g}s timeout; every process was killed"
         return done("timeout", code, sig, diag, "timeout")
@@ -90,10 +92,10 @@ def outcome_of(spec: SandboxSpec, ended: Ended) -> SandboxOutcome:
         return done("output_limit", code, sig, f"run exceeded its output cap of "
                     f"{spec.max_output_bytes} bytes; every process of the run was killed",
                     "output")  # fmt: skip
-    if ended.setup_error:  # a set-up stage reported why it gave up (exit 127)
+    if ended.setup_error:  # a set-up stage reported why it gave up (EXIT_SETUP_FAILED)
         text = ended.setup_error.decode("utf-8", "replace")
         if text.startswith("exec:"):
-            return done("failed", 127, None, f"could not execute {spec.argv[0]!r}: "
+            return done("failed", EXIT_SETUP_FAILED, None, f"could not execute {spec.argv[0]!r}: "
                         f"{text[5:].strip()}", None)  # fmt: skip
         return done("failed", None, None, f"sandbox set-up failed: {text}", None)
     limit = _limit_hit(usage, sig, cpu, spec)
@@ -108,15 +110,6 @@ def outcome_of(spec: SandboxSpec, ended: Ended) -> SandboxOutcome:
         return done("success", 0, None, "", None)
     return done("failed", code, None, f"exited with status {code}" + _limit_text(limit, spec)
                 + ended.refusals.text(), limit)  # fmt: skip
-
-
-def _exit_of(status: int) -> tuple[int | None, int | None]:
-    """(exit code, signal) of a wait status."""
-    if os.WIFEXITED(status):
-        return os.WEXITSTATUS(status), None
-    if os.WIFSIGNALED(status):
-        return None, os.WTERMSIG(status)
-    return None, None
 
 
 def _limit_hit(
@@ -136,13 +129,9 @@ def _limit_hit(
 
 
 def _limit_text(limit: Limit | None, spec: SandboxSpec) -> str:
-    if limit is None:
-        return ""
     return {
         "memory": f"; the memory limit ({spec.memory_max_bytes} bytes) was hit (OOM kill)",
         "pids": f"; the process limit ({spec.pids_max}) was hit",
         "cpu": f"; the CPU time limit ({spec.cpu_time_s}s) was hit",
         "seccomp": "; a system call outside the sandbox's architecture/ABI was made (seccomp)",
-        "timeout": "",
-        "output": "",
-    }[limit]
+    }.get(limit or "", "")

@@ -4,10 +4,10 @@ wait until nothing of it is left, report.
 The run is planned and started by launch.py and told by outcome.py. The runner watches four
 descriptors: stdout and stderr pipes, a status pipe (pid 1's report: the run's wait status
 and usage; in direct mode pid 1's pid first) and a pidfd of pid 1 (in direct mode of the
-set-up child), plus one timer for the deadline. Killing a run means SIGKILL to the run's
+starter), plus one timer for the deadline. Killing a run means SIGKILL to the run's
 pid 1 (the kernel then kills every process of its pid namespace, whatever it did with setsid
 or double forks) and to every process of its cgroup; the runner then waits until pid 1 and
-the set-up child are gone and the cgroup is empty, and only then returns -- or re-raises
+the starter are gone and the cgroup is empty, and only then returns -- or re-raises
 ``CancelledError``.
 """
 
@@ -67,20 +67,20 @@ class _Pipes:
         (self.out_r, out_w), (self.err_r, err_w), (self.setup_r, setup_w), (
             self.status_r, status_w) = [os.pipe2(os.O_CLOEXEC) for _ in range(4)]  # fmt: skip
         self.write = RunFds(out_w, err_w, setup_w, status_w)
-        self._open = [self.out_r, self.err_r, self.setup_r, self.status_r, *self.write.all()]
+        self._write_open = True
 
     def close_write_ends(self) -> None:
-        """Once the run has its copies: the read ends see EOF when the run's are gone."""
-        self._close(self.write.all())
+        """Once the run has its copies: the read ends see EOF when the run's are gone. Never
+        twice: the numbers may be other files' by then."""
+        if self._write_open:
+            self._write_open = False
+            for fd in self.write.all():
+                os.close(fd)
 
     def close(self) -> None:
-        self._close(list(self._open))
-
-    def _close(self, fds: list[int]) -> None:
-        for fd in fds:
-            if fd in self._open:  # never twice: the number may be another file's by now
-                self._open.remove(fd)
-                os.close(fd)
+        self.close_write_ends()
+        for fd in (self.out_r, self.err_r, self.setup_r, self.status_r):
+            os.close(fd)
 
 
 class _Run:
@@ -92,7 +92,7 @@ class _Run:
         self.started: Started | None = None
         self.cg: cgroups.RunCgroup | None = None  # known once the run is started
         self.reason: RunReason | None = None
-        self.pid_b: int | None = None  # direct mode: pid 1, once the set-up child said it
+        self.pid_b: int | None = None  # direct mode: pid 1, once the starter said it
         self.pidfd_b: int | None = None
         self.status_buf = b""
         self.queue: asyncio.Queue[tuple[int, bytes | None]] = asyncio.Queue()
@@ -161,7 +161,7 @@ class _Run:
     # ------------------------------------------------------------------ killing ---------
 
     def kill(self) -> None:
-        """SIGKILL the run's pid 1 (or, before it exists, the set-up child) and its cgroup."""
+        """SIGKILL the run's pid 1 (or, before it exists, the starter) and its cgroup."""
         if self.pidfd_b is not None:
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(self.pidfd_b, signal.SIGKILL)
@@ -227,7 +227,7 @@ class _Run:
         return True
 
     async def _wait_gone(self) -> None:
-        """Until the set-up child has exited, pid 1 is gone and the cgroup is empty."""
+        """Until the starter has exited, pid 1 is gone and the cgroup is empty."""
         if await self._reaped_by_init():
             return
         while not self.exited.done():
@@ -355,7 +355,7 @@ async def _uncancellable(aw: Awaitable[None]) -> None:
 
 
 def _reap(pid: int) -> float | None:
-    """Reap the set-up child: the CPU time of the children it reaped (the run's)."""
+    """Reap the starter: the CPU time of the children it reaped (the run's)."""
     while True:
         try:
             _, _, rusage = os.wait4(pid, 0)

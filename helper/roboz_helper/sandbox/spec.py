@@ -165,12 +165,12 @@ class RunFds(NamedTuple):
 
 @dataclass(frozen=True)
 class Started:
-    """A run whose start was handed to its pid 1 (or, in direct mode, to the set-up child
+    """A run whose start was handed to its pid 1 (or, in direct mode, to the starter
     that makes it)."""
 
     pid: int
     pidfd: int
-    direct: bool  # pidfd is the helper's own set-up child, which reports pid 1's pid first
+    direct: bool  # pidfd is the starter's (direct mode), which reports pid 1's pid first
     cgroup: RunCgroup | None
     init_in_cgroup: bool  # pid 1 itself sits in the run's cgroup (a pooled one)
 

@@ -28,7 +28,7 @@ import time
 
 import prctl
 
-from . import cgroups, child, init_wire
+from . import cgroups, init_wire
 from .spec import ChildPlan, RunFds, WarmOffer
 from .transport import (
     DECODER,
@@ -107,7 +107,7 @@ class Forker:
                 # The limits of this request, which the next one of its shape most likely
                 # has too (the helper then leaves them): pid 1 counts as one process of the
                 # run, and nothing in the pool forks before a run is handed over.
-                pool = cgroups.RunCgroup.create_named(
+                pool = cgroups.RunCgroup.create(
                     f"{cgroups.owner_tag()}pool-{next(_pool_counter)}",
                     plan.pids_max + 1,
                     plan.memory_max,
@@ -139,7 +139,7 @@ def _run_cgroup(plan: ChildPlan, fds: RunFds) -> tuple[RunFds, cgroups.RunCgroup
     cgroup join descriptors (cgroups.open_join_fds) added to its descriptors."""
     if not plan.cgroup_name:
         return fds, None
-    cg = cgroups.RunCgroup.create_named(plan.cgroup_name, plan.pids_max, plan.memory_max)
+    cg = cgroups.RunCgroup.create(plan.cgroup_name, plan.pids_max, plan.memory_max)
     if cg is None:
         raise OSError("no usable cgroup hierarchy")
     return fds._replace(cgroup_joins=tuple(cg.open_join_fds())), cg
@@ -182,7 +182,7 @@ def serve(sock: socket.socket) -> None:
     """The zygote's loop: one request, one pid 1, one reply, one offer. pid 1's exit (observed
     through the pidfd by the helper) means every process of the run is gone. A request the
     helper could give to a warm pid 1 it holds never reaches the zygote."""
-    forker = Forker(child.signals_to_reset())  # the zygote's dispositions never change
+    forker = Forker(init_wire.signals_to_reset())  # the zygote's dispositions never change
     # The last request for a warm pid 1 (body, plan, shape key): runs of one shape send the
     # same bytes (zygote_client.Zygote._prepare_message), decoded once.
     prepared: tuple[bytes, ChildPlan, bytes] | None = None

@@ -25,8 +25,8 @@ from typing import Any
 import msgspec
 
 from . import cgroups, init_wire
-from .spec import ChildPlan, RunFds
-from .transport import ENCODER, HEADER, OFFER_DECODER, REPLY
+from .spec import ChildPlan, RunFds, WarmOffer
+from .transport import ENCODER, HEADER, OFFER_DECODER, REPLY, fds_of
 
 # A warm pid 1 older than this is thrown away rather than used (its binds were made then).
 WARM_MAX_AGE_S = 10.0
@@ -34,21 +34,17 @@ WARM_MAX_AGE_S = 10.0
 
 @dataclasses.dataclass
 class Warm:
-    """A pid 1 prepared by the zygote for one sandbox shape, waiting on ``ctrl`` (non-blocking
-    here), sitting in the pooled cgroup ``pool`` (v1) when there is one; used once at most."""
+    """A pid 1 the zygote offered, waiting on ``ctrl`` (non-blocking here), sitting in the
+    pooled cgroup ``pool`` (v1) when there is one; used once at most."""
 
-    key: bytes
-    pid: int
+    offer: WarmOffer
     pidfd: int
     ctrl: socket.socket
-    built_at: float
-    expires_at: float  # its system template's build is replaced then
     pool: cgroups.RunCgroup | None
-    pool_limits: tuple[int, int]  # (pids.max, memory limit) the pool was made with
 
     def usable(self, key: bytes) -> bool:
-        now = time.monotonic()
-        if key != self.key or now - self.built_at > WARM_MAX_AGE_S or now >= self.expires_at:
+        now, offer = time.monotonic(), self.offer
+        if key != offer.key or now - offer.built_at > WARM_MAX_AGE_S or now >= offer.expires_at:
             return False
         readable, _, _ = select.select([self.pidfd], [], [], 0)
         return not readable  # a readable pidfd: it died while preparing
@@ -83,16 +79,16 @@ async def start_warm(warm: Warm, plan: ChildPlan, fds: RunFds) -> tuple[int, int
         if plan.cgroup_name and warm.pool is not None:
             warm.pool.rename(plan.cgroup_name)
             limits = (plan.pids_max + 1, plan.memory_max)  # pid 1 counts as one process
-            if limits != warm.pool_limits:
+            if limits != warm.offer.pool_limits:
                 warm.pool.set_limits(*limits)
             plan = msgspec.structs.replace(plan, in_cgroup=True)
         elif plan.cgroup_name:
-            made = cgroups.RunCgroup.create_named(plan.cgroup_name, plan.pids_max, plan.memory_max)
+            made = cgroups.RunCgroup.create(plan.cgroup_name, plan.pids_max, plan.memory_max)
             if made is None:
                 raise OSError("no usable cgroup hierarchy")
             fds = fds._replace(cgroup_joins=tuple(made.open_join_fds()))
         try:
-            await _send_framed(loop, warm.ctrl, init_wire.encode_request(plan), fds)
+            await send_request(warm.ctrl, plan, fds)
         finally:
             for fd in fds.cgroup_joins:
                 os.close(fd)
@@ -107,14 +103,17 @@ async def start_warm(warm: Warm, plan: ChildPlan, fds: RunFds) -> tuple[int, int
         warm.discard(loop)
         return None
     warm.ctrl.close()
-    return warm.pid, warm.pidfd
+    return warm.offer.pid, warm.pidfd
 
 
-async def _send_framed(
-    loop: asyncio.AbstractEventLoop, sock: socket.socket, body: bytes, fds: RunFds
-) -> None:
-    """A length-prefixed ``body`` without blocking; the header carries the run's descriptors
-    (as ``init_wire.send_request`` does, blocking)."""
+async def send_request(sock: socket.socket, plan: ChildPlan, fds: RunFds) -> None:
+    """The request to a pid 1 on ``sock`` (non-blocking), without blocking the loop."""
+    await _send_framed(sock, init_wire.encode_request(plan), fds)
+
+
+async def _send_framed(sock: socket.socket, body: bytes, fds: RunFds) -> None:
+    """A length-prefixed ``body``; the header carries the run's descriptors."""
+    loop = asyncio.get_running_loop()
     header = HEADER.pack(len(body))
     rights = array.array("i", fds.all())
     while True:
@@ -223,8 +222,7 @@ class Zygote:
             pool = cgroups.RunCgroup.existing(offer.pool_name) if offer.pool_name else None
             if self.warm is not None:
                 self.warm.discard(loop)
-            self.warm = Warm(offer.key, offer.pid, fds[0], ctrl, offer.built_at,
-                             offer.expires_at, pool, offer.pool_limits)  # fmt: skip
+            self.warm = Warm(offer, fds[0], ctrl, pool)
 
     def _prepare_message(self, plan: ChildPlan, key: bytes) -> bytes:
         """The request for a warm pid 1 of ``plan``'s shape: what the zygote acts on (the
@@ -271,7 +269,7 @@ class Zygote:
 
     async def spawn(self, plan: ChildPlan, fds: RunFds) -> tuple[int, int]:
         """Fork the run's pid 1 in the zygote: (pid, pidfd). Retries once on a dead zygote;
-        raises OSError when it cannot be used (the caller then forks the helper itself)."""
+        raises OSError when it cannot be used (the caller then starts the run directly)."""
         loop = asyncio.get_running_loop()
         async with self._lock_for(loop):
             for attempt in (1, 2):
@@ -292,7 +290,7 @@ class Zygote:
         assert self.sock is not None
         sock = self.sock
         await self._collect_offers(loop, sock)  # the stream must be at a reply's start
-        await _send_framed(loop, sock, ENCODER.encode(plan), fds)
+        await _send_framed(sock, ENCODER.encode(plan), fds)
         data, anc = await self._recv(loop, sock, REPLY.size)
         self._offers_due += 1
         (pid,) = REPLY.unpack(data)
@@ -300,12 +298,11 @@ class Zygote:
             (n,) = HEADER.unpack((await self._recv(loop, sock, HEADER.size))[0])
             text = (await self._recv(loop, sock, n))[0].decode("utf-8", "replace")
             raise OSError(f"the sandbox zygote could not fork the run: {text}")
-        pidfds = [fd for fd in anc]
-        if len(pidfds) != 1:
-            for fd in pidfds:
+        if len(anc) != 1:
+            for fd in anc:
                 os.close(fd)
             raise OSError("the sandbox zygote sent no pidfd")
-        return pid, pidfds[0]
+        return pid, anc[0]
 
     @staticmethod
     async def _recv(
@@ -324,11 +321,7 @@ class Zygote:
             if not data:
                 raise EOFError
             buf += data
-            for level, kind, payload in ancdata:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    arr = array.array("i")
-                    arr.frombytes(payload[: len(payload) - (len(payload) % arr.itemsize)])
-                    fds.extend(arr)
+            fds += fds_of(ancdata)
         return buf, fds
 
 
