@@ -15,21 +15,23 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Generic
 
-from roboz_helper.protocol import ExecCommand, Greeting, RunScript
+from roboz_helper.protocol import ExecCommand, Greeting, Response, RunScript
 
 from roboz.shed.safe_scripts.client import OutputCallback
 from roboz.shed.safe_scripts.core import (
+    HEADER_SIZE,
     Connect,
     Emit,
     Keep,
-    Read,
+    ReadFrame,
     Send,
     Steps,
     T,
-    TakeIdle,
     Wait,
     check_call,
     command_request,
+    decode_frame,
+    frame_length,
     list_call,
     run_call,
     script_request,
@@ -116,7 +118,7 @@ async def _drive(
     yielded as it arrives, the call's value left in ``outcome``."""
     conn: _AsyncConnection | None = None
     keep = False
-    answer: bytes | bool | None = None
+    answer: Response | bool | None = None
     error: SafeScriptsError | None = None
     try:
         while True:
@@ -130,7 +132,21 @@ async def _drive(
                 return
             answer, error, keep = None, None, False
             try:
-                if isinstance(step, (TakeIdle, Connect)):
+                if isinstance(step, ReadFrame):
+                    assert conn is not None
+                    header = await conn.read_exactly(HEADER_SIZE)
+                    answer = decode_frame(await conn.read_exactly(frame_length(header)))
+                elif isinstance(step, Send):
+                    assert conn is not None
+                    await conn.send(step.data)
+                elif isinstance(step, Emit):
+                    yield OutputChunk(step.stream, step.data)
+                elif isinstance(step, Keep):
+                    keep = True
+                elif isinstance(step, Wait):
+                    assert conn is not None
+                    conn.timeout = step.seconds
+                else:  # TakeIdle or Connect: on to another connection
                     if conn is not None:
                         conn.close()
                         conn = None
@@ -139,18 +155,6 @@ async def _drive(
                     else:
                         conn = idle.take(_AsyncConnection.reusable)
                         answer = conn is not None
-                elif isinstance(step, Emit):
-                    yield OutputChunk(step.stream, step.data)
-                elif isinstance(step, Keep):
-                    keep = True
-                else:
-                    assert conn is not None
-                    if isinstance(step, Read):
-                        answer = await conn.read_exactly(step.n)
-                    elif isinstance(step, Send):
-                        await conn.send(step.data)
-                    elif isinstance(step, Wait):
-                        conn.timeout = step.seconds
             except SafeScriptsError as exc:
                 error = exc
     finally:

@@ -19,20 +19,22 @@ import select
 import socket
 from collections.abc import Callable, Sequence
 
-from roboz_helper.protocol import Greeting
+from roboz_helper.protocol import Greeting, Response
 
 from roboz.shed.safe_scripts.core import (
+    HEADER_SIZE,
     Connect,
     Emit,
     Keep,
-    Read,
+    ReadFrame,
     Send,
     Steps,
     T,
-    TakeIdle,
     Wait,
     check_call,
     command_request,
+    decode_frame,
+    frame_length,
     list_call,
     run_call,
     script_request,
@@ -159,7 +161,7 @@ class SafeScriptsClient(ClientBase[_Connection]):
         """Carry out the steps of a call (core.py) on blocking sockets."""
         conn: _Connection | None = None
         keep = False
-        answer: bytes | bool | None = None
+        answer: Response | bool | None = None
         error: SafeScriptsError | None = None
         try:
             while True:
@@ -172,7 +174,22 @@ class SafeScriptsClient(ClientBase[_Connection]):
                     return done.value
                 answer, error, keep = None, None, False
                 try:
-                    if isinstance(step, (TakeIdle, Connect)):
+                    if isinstance(step, ReadFrame):
+                        assert conn is not None
+                        header = conn.recv_exactly(HEADER_SIZE)
+                        answer = decode_frame(conn.recv_exactly(frame_length(header)))
+                    elif isinstance(step, Send):
+                        assert conn is not None
+                        conn.send(step.data)
+                    elif isinstance(step, Emit):
+                        if on_output is not None:
+                            on_output(step.stream, step.data)
+                    elif isinstance(step, Keep):
+                        keep = True
+                    elif isinstance(step, Wait):
+                        assert conn is not None
+                        conn.sock.settimeout(step.seconds)
+                    else:  # TakeIdle or Connect: on to another connection
                         if conn is not None:
                             conn.close()
                             conn = None
@@ -181,19 +198,6 @@ class SafeScriptsClient(ClientBase[_Connection]):
                         else:
                             conn = self.idle.take(_Connection.alive)
                             answer = conn is not None
-                    elif isinstance(step, Emit):
-                        if on_output is not None:
-                            on_output(step.stream, step.data)
-                    elif isinstance(step, Keep):
-                        keep = True
-                    else:
-                        assert conn is not None
-                        if isinstance(step, Read):
-                            answer = conn.recv_exactly(step.n)
-                        elif isinstance(step, Send):
-                            conn.send(step.data)
-                        elif isinstance(step, Wait):
-                            conn.sock.settimeout(step.seconds)
                 except SafeScriptsError as exc:
                     error = exc
         finally:

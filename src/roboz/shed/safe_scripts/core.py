@@ -9,7 +9,8 @@ A call is a generator of steps; the shell performs each and sends back the answe
     TakeIdle()      go on on one of this client's idle kept connections, if it has a usable
                     one (its own process and identity, open, nothing waiting) -> bool
     Connect()       go on on a new connection (its greeting is the first frame to read)
-    Read(n)         n bytes from the connection -> bytes
+    ReadFrame()     the helper's next frame -> protocol.Response (read and decoded with
+                    frame_length and decode_frame)
     Send(data)      all of data
     Wait(seconds)   from now on, how long to wait for each frame on this connection
     Emit(s, data)   a chunk of the run's output (s: "stdout" or "stderr") for the caller
@@ -26,7 +27,7 @@ more on a new connection; anything else that goes wrong on a connection ends the
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from typing import NamedTuple, NoReturn, TypeVar
+from typing import NamedTuple, NoReturn, TypeVar, cast
 
 import msgspec
 from roboz_helper import protocol
@@ -77,8 +78,8 @@ class Connect(NamedTuple):
     pass
 
 
-class Read(NamedTuple):
-    n: int
+class ReadFrame(NamedTuple):
+    pass
 
 
 class Send(NamedTuple):
@@ -98,9 +99,9 @@ class Keep(NamedTuple):
     pass
 
 
-Step = TakeIdle | Connect | Read | Send | Wait | Emit | Keep
+Step = TakeIdle | Connect | ReadFrame | Send | Wait | Emit | Keep
 T = TypeVar("T")
-Steps = Generator[Step, bytes | bool | None, T]
+Steps = Generator[Step, protocol.Response | bool | None, T]
 
 
 # --- the calls -------------------------------------------------------------------------------
@@ -108,16 +109,16 @@ Steps = Generator[Step, bytes | bool | None, T]
 
 def check_call() -> Steps[Greeting]:
     yield Connect()
-    return _greeting((yield from _frame()))
+    return _greeting(_frame((yield ReadFrame())))
 
 
 def list_call() -> Steps[list[ScriptInfo]]:
     yield Connect()
-    _greeting((yield from _frame()))
+    _greeting(_frame((yield ReadFrame())))
     yield Send(protocol.encode_frame(ListScripts()))
     found: list[ScriptInfo] = []
     while True:
-        frame = yield from _frame()
+        frame = _frame((yield ReadFrame()))
         if isinstance(frame, ScriptEntry):
             found.append(ScriptInfo(frame.name, frame.description))
         elif isinstance(frame, RunCompletion):
@@ -142,7 +143,7 @@ def run_call(
                 pass
     yield Connect()
     try:
-        greeting = _greeting((yield from _frame()), request.file_policy is not None)
+        greeting = _greeting(_frame((yield ReadFrame())), request.file_policy is not None)
     except (ClientRefused, HelperBusy) as exc:
         # A run the helper would not start is a result (refused or busy), not an error.
         return _empty_result("refused" if isinstance(exc, ClientRefused) else "busy", str(exc))
@@ -162,7 +163,7 @@ def _exchange(
         if reused:
             raise _NotStarted from None
         raise
-    frame = yield from _frame()
+    frame = _frame((yield ReadFrame()))
     if isinstance(frame, Closing):
         if reused:
             raise _NotStarted
@@ -173,7 +174,7 @@ def _exchange(
             _unexpected(frame)
         (out if frame.stream == "stdout" else err).add(frame.data)
         yield Emit(frame.stream, frame.data)
-        frame = yield from _frame()
+        frame = _frame((yield ReadFrame()))
     if settings.reuse_connections and frame.keep_open:
         yield Keep()
     return ShellScriptResult(
@@ -206,12 +207,21 @@ def command_request(argv: Sequence[str], file_policy: FilePolicy | None = None) 
     return ExecCommand(argv=list(argv), trace_id=current_trace_id(), file_policy=file_policy)
 
 
-def _frame() -> Steps[protocol.Response]:
-    header = yield Read(HEADER_SIZE)
-    assert isinstance(header, bytes)
+def _frame(answer: protocol.Response | bool | None) -> protocol.Response:
+    """What the shell answered a ReadFrame with (typed: the steps share one answer type)."""
+    return cast(protocol.Response, answer)
+
+
+def frame_length(header: bytes) -> int:
+    """The body length a frame header announces."""
     try:
-        body = yield Read(protocol.parse_length(header))
-        assert isinstance(body, bytes)
+        return protocol.parse_length(header)
+    except FrameError as exc:
+        raise ProtocolMismatch(f"undecodable frame from the helper: {exc}") from None
+
+
+def decode_frame(body: bytes) -> protocol.Response:
+    try:
         return protocol.decode_response(body)
     except FrameError as exc:
         raise ProtocolMismatch(f"undecodable frame from the helper: {exc}") from None
