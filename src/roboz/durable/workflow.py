@@ -8,7 +8,7 @@ ids of one thread share a prefix no other thread's have). Its steps, in order:
    sequence number. The recorded result is the conversation *as the turn began*: a resumed
    turn replays it instead of reading the thread again, where it would find its own rows.
 2. The agent's run on that conversation under :class:`~roboz.durable.driver.DurableDriver`
-   (LLM and tool steps, writes of the messages produced so far before each tool step).
+   (LLM and tool steps; each tool step first writes the messages produced so far).
 3. ``roboz.write`` with the last messages and the thread's status (``user_turn``) again.
 
 A run that fails writes what it produced and ends with :class:`TurnFailedError`, whose text
