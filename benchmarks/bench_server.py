@@ -10,8 +10,11 @@
 3. ``GET`` of a thread, requests/s and server CPU per request, against a bare ASGI handler
    returning the same JSON on the same uvicorn (target: <= 1.5x its cost).
 
-Clients speak HTTP/1.1 over asyncio streams (no client library), so what is measured is the
-server. Run: ``python -m benchmarks bench_server [--quick]``.
+Clients speak HTTP/1.1 over raw sockets (no client library); stream clients are read by one
+thread that only stamps each read (epoll), their events parsed after the turn, so what is
+measured is the server. The floor of the SSE fan-out on this machine is measured in the same
+run: a bare ASGI app on the same uvicorn pushing a stamped event of a delta's size to 200
+streams. Run: ``python -m benchmarks bench_server [--quick]``.
 """
 
 from __future__ import annotations
@@ -185,6 +188,64 @@ BARE = textwrap.dedent(
 )
 
 
+BARE_SSE = textwrap.dedent(
+    """
+    import asyncio, sys, socket, time
+    import uvicorn
+    streams = []
+    async def push(pieces, pause):
+        for _ in range(pieces):
+            await asyncio.sleep(pause / 1000)
+            data = b'{"continuation_token":"ct1.x","messages_by_idx":{"1":{"content":[{"text":"<%d> "}]}}}' % time.monotonic_ns()
+            event = b"event: delta\\ndata: " + data.ljust(240) + b"\\n\\n"
+            for send in list(streams):
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+        for send in list(streams):
+            await send({"type": "http.response.body", "body": b'event: delta\\ndata: {"status":"user_turn"}\\n\\n', "more_body": True})
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        if scope["method"] == "POST":
+            body = (await receive())["body"].split()
+            asyncio.ensure_future(push(int(body[0]), int(body[1])))
+            await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": b": connected\\n\\n", "more_body": True})
+        streams.append(send)
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        streams.remove(send)
+    sock = socket.socket(); sock.bind(("127.0.0.1", 0)); sock.listen(2048)
+    print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr, flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    server.run(sockets=[sock])
+    """
+)
+"""The floor of SSE fan-out here: a bare ASGI app on the same uvicorn pushing a stamped
+event of a delta's size to every stream, one ``send`` after the other."""
+
+
+async def _bare_turn(listener: _Listener, port: int, pieces: int, clients: int) -> list[float]:
+    followers = [listener.follow(port, "bare", "bare", "bare") for _ in range(clients)]
+    while not all(f.connected.is_set() for f in followers):
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.2)
+    http = await Http.connect(port)
+    body = b"%d 20" % pieces
+    http.writer.write(
+        b"POST /go HTTP/1.1\r\nHost: bench\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    )
+    await http.response()
+    while not all(f.done.is_set() for f in followers):
+        await asyncio.sleep(0.02)
+    http.close()
+    for follower in followers:
+        listener.close(follower)
+    return [stamp for follower in followers for stamp in follower.stamps]
+
+
 # -- the measurements -----------------------------------------------------------------------
 
 
@@ -346,11 +407,12 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _latency(port: int, token: str, pieces: int) -> None:
+async def _latency(port: int, token: str, pieces: int, bare_port: int) -> None:
     listener = _Listener()
     try:
         _, _, _, alone = await _turn(listener, port, token, pieces, 20, 1)
         thread, final, results, crowd = await _turn(listener, port, token, pieces, 20, 200)
+        floor = await _bare_turn(listener, bare_port, pieces, 200)
     finally:
         listener.stop()
     bad = _check(thread, final, results)
@@ -361,6 +423,11 @@ async def _latency(port: int, token: str, pieces: int) -> None:
     print(
         f"  200 clients: p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  ({len(crowd)} samples; "
         f"targets p50 <= 5, p99 <= 25: {verdict}); clients that differ from GET: {bad}"
+    )
+    f50, f99 = _pct(floor, 0.5), _pct(floor, 0.99)
+    print(
+        f"  the floor, a bare ASGI app pushing to 200 streams: p50 {f50:6.2f} ms  p99 "
+        f"{f99:6.2f} ms; roboz serve over it: p50 {p50 / f50:.2f}x  p99 {p99 / f99:.2f}x"
     )
 
 
@@ -437,7 +504,12 @@ def main(quick: bool = False) -> int:
     ]
     server, port = _start(serve, work)
     try:
-        asyncio.run(_latency(port, token, 50 if quick else 200))
+        bare_sse, bare_sse_port = _start([sys.executable, "-c", BARE_SSE], work)
+        try:
+            asyncio.run(_latency(port, token, 50 if quick else 200, bare_sse_port))
+        finally:
+            bare_sse.terminate()
+            bare_sse.wait(30)
         turns, per_turn = (10, 4) if quick else (50, 4)
         asyncio.run(_load(port, token, server.pid, turns, per_turn))
 
