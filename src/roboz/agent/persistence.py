@@ -8,6 +8,7 @@ closes it when the run ends.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 from collections.abc import Generator, Iterable
@@ -15,7 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from roboz.agent.client_tools import ClientToolError
-from roboz.agent.errors import AgentConfigurationError
+from roboz.agent.errors import AgentCancelledError, AgentConfigurationError
 from roboz.agent.rows import extras_of, restore, thread_row, unsettled
 from roboz.agent.transcript import AppendOnlyList, take_new
 from roboz.models import Message, Role
@@ -33,6 +34,7 @@ from roboz.threads import (
     RunRow,
     ThreadStore,
 )
+from roboz.threads._runs import cancelled_notice
 from roboz.threads.content import decode_blocks
 
 if TYPE_CHECKING:
@@ -251,15 +253,22 @@ def store_transcript(
         store.close_run(lease, AgentThreadStatus.CLIENT_TOOL_TURN)
         raise
     except BaseException as error:
+        # A cancel (Agent.cancel, AgentRun.cancel, the run's task cancelled) is the seed's
+        # CANCELLED, on the reply it cut off and on the notice; anything else FAILED.
+        cancelled = isinstance(error, AgentCancelledError | asyncio.CancelledError)
+        ended = AgentMessageStatus.CANCELLED if cancelled else AgentMessageStatus.FAILED
         draft = transcript.draft
         if draft is not None:  # the run broke off while a reply streamed
             with contextlib.suppress(Exception):
-                store.append_blocks(thread_id, draft, [], AgentMessageStatus.FAILED)
-        notice = AgentMessage(
-            role=AgentRole.ROBOTO,
-            content=[AgentErrorContent(error_message=f"{type(error).__name__}: {error}")],
-            status=AgentMessageStatus.FAILED,
-        )
+                store.append_blocks(thread_id, draft, [], ended)
+        if cancelled:
+            notice = cancelled_notice(str(error) or "the run was cancelled")
+        else:
+            notice = AgentMessage(
+                role=AgentRole.ROBOTO,
+                content=[AgentErrorContent(error_message=f"{type(error).__name__}: {error}")],
+                status=AgentMessageStatus.FAILED,
+            )
         store.close_run(lease, AgentThreadStatus.USER_TURN, notice)
         raise
     else:

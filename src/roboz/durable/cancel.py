@@ -7,7 +7,7 @@ DBOS cancels a workflow by setting its status to CANCELLED; the workflow stops w
 starts a step, so a step in flight (an LLM call, a tool) runs to its end first, and an effect
 it makes happens. What DBOS does not do is end the thread, which would stay the agent's turn.
 Three parts make a cancelled turn leave its thread as a cancelled persisted run does (a
-failed notice row after its last message, the user's turn):
+CANCELLED notice row after its last message, error code ``cancelled``, the user's turn):
 
 - Every thread write of a turn (``roboz.begin``, ``roboz.write``) first reads the turn's DBOS
   status ``FOR SHARE`` in its own transaction (:func:`guard`). A write that finds the turn
@@ -24,7 +24,8 @@ failed notice row after its last message, the user's turn):
 from __future__ import annotations
 
 from roboz.durable.schema import DBOS_SCHEMA
-from roboz.threads import turn_rows
+from roboz.threads import AgentErrorContent, AgentMessage, AgentMessageStatus, AgentRole, turn_rows
+from roboz.threads._runs import cancelled_notice
 from roboz.threads._sql import Conn
 
 ENDED = ("CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
@@ -59,19 +60,23 @@ def _status(conn: Conn, workflow_id: str) -> str | None:
 
 def end_cancelled(conn: Conn, thread_id: str, workflow_id: str) -> bool:
     """When turn ``workflow_id`` still holds the thread and will not run again, end it as a
-    cancelled run ends: a failed notice row after its last message, the user's turn. Runs
-    inside the caller's transaction (``conn``: ``turn_rows.connection``); True when it ended
-    the thread, False when there was nothing to do (another turn holds it, or the turn
-    already ended it)."""
+    cancelled run ends: a CANCELLED notice row after its last message (a FAILED one when it
+    ended by an error instead), the user's turn. Runs inside the caller's transaction
+    (``conn``: ``turn_rows.connection``); True when it ended the thread, False when there was
+    nothing to do (another turn holds it, or the turn already ended it)."""
     if turn_rows.holder(conn, thread_id) != workflow_id:
         return False
     status = _status(conn, workflow_id)
     if status not in ENDED:
         return False
-    text = (
-        f"TurnCancelledError: turn {workflow_id!r} was cancelled"
-        if status == "CANCELLED"
-        else f"TurnFailedError: turn {workflow_id!r} ended ({status}) before finishing"
-    )
-    turn_rows.end_with_notice(conn, thread_id, text)
+    if status == "CANCELLED":  # as an in-process run records its cancel
+        ending = cancelled_notice(f"turn {workflow_id!r} was cancelled")
+    else:
+        text = f"TurnFailedError: turn {workflow_id!r} ended ({status}) before finishing"
+        ending = AgentMessage(
+            role=AgentRole.ROBOTO,
+            content=[AgentErrorContent(error_message=text)],
+            status=AgentMessageStatus.FAILED,
+        )
+    turn_rows.end_with_notice(conn, thread_id, ending)
     return True

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 from roboz.threads import writer
 from roboz.threads._runs import NOTICE, RUN_CONTEXT, StoredRunMessage
 from roboz.threads._sql import Conn
-from roboz.threads.content import AgentErrorContent, encode_blocks
+from roboz.threads.content import encode_blocks
 from roboz.threads.errors import ThreadStoreError
 from roboz.threads.postgres import (
     _WRITE_LOCK,  # pyright: ignore[reportPrivateUsage]
@@ -35,7 +35,7 @@ from roboz.threads.postgres import (
     _key,  # pyright: ignore[reportPrivateUsage]
     check_schema_name,
 )
-from roboz.threads.record import AgentMessageStatus, AgentRole, AgentThreadStatus
+from roboz.threads.record import AgentMessage, AgentThreadStatus
 
 __all__ = [
     "TURN_MARK",
@@ -107,25 +107,21 @@ def write_rows(
     updated_extras: Sequence[tuple[int, str]] = (),
 ) -> int:
     """Insert each ``(seq, role, content, extras)`` row unless the same row is there already;
-    returns how many were new. ``updated_extras`` refreshes earlier rows of the turn."""
+    returns how many were new. ``updated_extras`` refreshes earlier rows of the turn.
+
+    The lock, then one statement for all the rows (two with ``updated_extras``), whatever
+    their number."""
     if not rows and not updated_extras:
         return 0
     _lock(conn, thread_id)
-    writer.set_extras(conn, thread_id, updated_extras)
-    present = writer.insert_rows_at(conn, thread_id, rows)
-    for seq, _, _, extras in rows:
-        if seq not in present:
-            continue
-        held = conn.execute(
-            "SELECT extras FROM messages WHERE thread_id = ? AND seq = ?", (thread_id, seq)
-        ).fetchone()
-        if cast(str | None, held[0]) != extras:
-            raise TurnConflictError(
-                f"thread {thread_id!r}: sequence number {seq} of this durable turn holds "
-                "another writer's message (something wrote to the thread while the turn ran); "
-                "nothing of this step was written"
-            )
-    return len(rows) - len(present)
+    new, foreign = writer.insert_rows_at(conn, thread_id, rows, updated_extras)
+    if foreign is not None:
+        raise TurnConflictError(
+            f"thread {thread_id!r}: sequence number {foreign} of this durable turn holds "
+            "another writer's message (something wrote to the thread while the turn ran); "
+            "nothing of this step was written"
+        )
+    return new
 
 
 def set_snapshot(conn: Conn, thread_id: str, tasks: str | None, goals: str | None) -> None:
@@ -156,18 +152,17 @@ def holder(conn: Conn, thread_id: str) -> str | None:
     return None if row is None else json.loads(row[0]).get(TURN_MARK)
 
 
-def end_with_notice(conn: Conn, thread_id: str, error: str) -> None:
-    """End the turn that holds the thread as a failed run ends: a failed notice row saying
-    ``error`` after its last message, the user's turn, no turn holding it."""
+def end_with_notice(conn: Conn, thread_id: str, notice: AgentMessage) -> None:
+    """End the turn that holds the thread as a cancelled or failed run ends: ``notice``
+    after its last message, the user's turn, no turn holding it."""
     _lock(conn, thread_id)
-    notice = encode_blocks([AgentErrorContent(error_message=error)])
     writer.insert_row(
         conn,
         thread_id,
-        AgentRole.ROBOTO.value,
-        notice,
+        notice.role.value,
+        encode_blocks(notice.content),
         NOTICE,
-        status=AgentMessageStatus.FAILED.value,
+        status=notice.status.value,
     )
     end_turn(conn, thread_id, AgentThreadStatus.USER_TURN)
 

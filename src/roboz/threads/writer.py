@@ -265,34 +265,57 @@ def generating_row(
 
 
 def insert_rows_at(
-    conn: Conn, thread_id: str, rows: Sequence[tuple[int, str, str, str]]
-) -> set[int]:
-    """Insert ``(seq, role, content, extras)`` rows at sequence numbers their writer fixed (a
-    durable turn's), each only where that number is free; returns the numbers that were
-    taken already (the caller decides whether by the same rows)."""
-    if not rows:
-        return set()
-    top = max(row[0] for row in rows) + 1
-    revision = conn.execute(
-        "UPDATE threads SET revision = revision + 1, message_count = CASE WHEN "
-        "message_count < ?1 THEN ?1 ELSE message_count END WHERE thread_id = ?2 "
-        "RETURNING revision",
-        (top, thread_id),
-    ).fetchone()
-    if revision is None:
-        raise ThreadNotFoundError(f"no thread {thread_id!r}")
-    created = utc_now().isoformat()
-    present: set[int] = set()
-    for seq, role, content, extras in rows:
-        inserted = conn.execute(
-            "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
-            "base_revision, extras) VALUES (?, ?, ?, 'completed', ?, ?, ?, ?, ?) "
-            "ON CONFLICT (thread_id, seq) DO NOTHING RETURNING seq",
-            (thread_id, seq, role, created, content, revision[0], revision[0], extras),
-        ).fetchone()
-        if inserted is None:
-            present.add(seq)
-    return present
+    conn: Conn,
+    thread_id: str,
+    rows: Sequence[tuple[int, str, str, str]],
+    updated_extras: Sequence[tuple[int, str]] = (),
+) -> tuple[int, int | None]:
+    """(PostgreSQL: a durable turn's rows.) Insert ``(seq, role, content, extras)`` rows at
+    sequence numbers their writer fixed, each only where that number is free, and refresh
+    ``updated_extras``: one statement for the rows whatever their number (two with
+    extras), results read once at the end, so a pipelined transaction waits once. Returns
+    how many rows were new and the first number held by a different message (None: every
+    number was free or held the same message, a write done before)."""
+    written = None
+    if rows:
+        seqs = [row[0] for row in rows]
+        # The main query reads the messages as they were before this statement: a row found
+        # at one of the numbers is one this statement did not insert, and must be the same.
+        written = conn.execute(
+            "WITH r AS (SELECT * FROM unnest(?::int[], ?::text[], ?::text[], ?::text[]) "
+            "AS r(seq, role, content, extras)), "
+            "thread AS (UPDATE threads SET revision = revision + 1, message_count = "
+            "GREATEST(message_count, ?) WHERE thread_id = ? RETURNING revision), "
+            "new AS (INSERT INTO messages (thread_id, seq, role, status, created, content, "
+            "revision, base_revision, extras) SELECT ?, r.seq, r.role, 'completed', ?, "
+            "r.content, thread.revision, thread.revision, r.extras FROM thread, r "
+            "ON CONFLICT (thread_id, seq) DO NOTHING RETURNING 1) "
+            "SELECT (SELECT count(*) FROM new), (SELECT min(r.seq) FROM r "
+            "JOIN messages m ON m.thread_id = ? AND m.seq = r.seq "
+            "WHERE m.extras IS DISTINCT FROM r.extras)",
+            (
+                seqs,
+                [row[1] for row in rows],
+                [row[2] for row in rows],
+                [row[3] for row in rows],
+                max(seqs) + 1,
+                thread_id,
+                thread_id,
+                utc_now().isoformat(),
+                thread_id,
+            ),
+        )
+    if updated_extras:
+        conn.execute(
+            "UPDATE messages m SET extras = u.extras "
+            "FROM unnest(?::int[], ?::text[]) AS u(seq, extras) "
+            "WHERE m.thread_id = ? AND m.seq = u.seq",
+            ([u[0] for u in updated_extras], [u[1] for u in updated_extras], thread_id),
+        )
+    if written is None:
+        return 0, None
+    new, foreign = written.fetchone()
+    return int(new), None if foreign is None else int(foreign)
 
 
 def set_extras(conn: Conn, thread_id: str, updates: Sequence[tuple[int, str]]) -> None:
