@@ -345,22 +345,26 @@ class RunStoreMixin:
         streamed text and store the RoboZ message, in one transaction."""
         thread_id = lease.thread_id
         with self._write(thread_id) as conn:
-            self._check_lease(conn, lease)
+            count = self._check_lease(conn, lease)
             held_row, held = writer.generating_row(conn, thread_id, sequence_num, None)
-            writer.grow_message(
+            revision = writer.grow_message(
                 conn, thread_id, sequence_num, held_row, held, list(added), "completed"
             )
             writer.set_extras(conn, thread_id, [*updated_extras, (sequence_num, row.extras)])
+        self._positions[lease.owner] = count, revision
 
-    def _check_lease(self, conn: Conn, lease: RunLease) -> None:
-        (owner,) = conn.execute(
-            "SELECT lease_owner FROM threads WHERE thread_id = ?", (lease.thread_id,)
+    def _check_lease(self, conn: Conn, lease: RunLease) -> int:
+        """Refuse a run that no longer holds its thread; the thread's message count."""
+        owner, count = conn.execute(
+            "SELECT lease_owner, message_count FROM threads WHERE thread_id = ?",
+            (lease.thread_id,),
         ).fetchone()
         if owner != lease.owner:
             raise ThreadBusyError(
                 f"this run no longer holds thread {lease.thread_id!r} in {self._where}; "
                 "nothing was written"
             )
+        return int(count)
 
     def close_run(
         self,

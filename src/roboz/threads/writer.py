@@ -336,10 +336,10 @@ def grow_message(
     held: list[Any],
     added: list[Any],
     status: str,
-) -> None:
+) -> int:
     """Append blocks ``added`` to a message still being generated (``row``: its stored
     ``role, status, content, base_revision, block_revisions``; ``held``: its blocks) and
-    set its status; each new block records the revision it came with."""
+    set its status; each new block records the revision it came with, which is returned."""
     revision = bump_revision(conn, thread_id)
     base = row[3] if row[3] is not None else revision
     revisions = json.loads(row[4]) if row[4] else [base] * len(held)
@@ -360,6 +360,7 @@ def grow_message(
         conn.execute(
             "DELETE FROM compressed WHERE thread_id = ? AND seq = ?", (thread_id, sequence_num)
         )
+    return revision
 
 
 def rewrite_message(conn: Conn, thread_id: str, sequence_num: int, message: AgentMessage) -> None:
