@@ -15,6 +15,7 @@ from roboz import Agent, AgentMode, tool
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Empty, Int, Message, Role, Stop
 from roboz.threads import SQLiteThreadStore
+from roboz.tools import stop
 
 STEPS = 2000
 LONG_THREAD = 10_000
@@ -126,16 +127,13 @@ def resume_to_first_llm_call(directory: Path, size: int, repeats: int) -> None:
         seeder = Agent(
             name="long",
             agent_endpoint=MockLLMEndpoint([{"action": "stop", "value": "seeded"}]),
-            tools=[],
+            tools=[stop],
             initial_messages=[
                 Message(role=Role.USER if i % 2 == 0 else Role.ASSISTANT, content=f"m {i} " * 8)
                 for i in range(size)
             ],
             store=store,
         )
-        from roboz.tools import stop
-
-        seeder.tools = [stop]
         seeder.invoke(thread_id="long")
     reached: list[float] = []
 
