@@ -1,0 +1,494 @@
+"""One run's egress proxy: a listening socket in the run's network namespace, served by the
+helper's event loop outside the sandbox.
+
+Per connection the run makes to it, the proxy reads one handshake (HTTP CONNECT, an
+absolute-form HTTP request, or SOCKS5), decides, and either answers with a refusal or opens
+the remote connection and copies bytes both ways (relay.py). Deciding is, in order:
+
+1. the destination parses strictly (allowlist.destination): a host name or an IP literal;
+2. an allowlist entry allows it (a name entry the name, an IP or CIDR entry the address) on
+   that port, else ``not-allowed``, ``port`` or ``ip-literal``;
+3. a name is resolved here (resolver.py); of its addresses only globally routable ones are
+   used, or special-purpose ones an IP or CIDR entry names (addresses.py), else ``address``;
+4. a tunnel to a name on port 443 must start with a TLS ClientHello whose server name is that
+   name, else ``sni``; the remote connection is opened only after that check, so nothing of a
+   refused tunnel reaches the remote host;
+5. the run's byte limit and connection limit.
+
+Every refusal is counted with its host, port, reason and the entry involved (report.py).
+``close()`` ends every connection of the run and returns the report. Standard library only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+import msgspec
+
+from roboz_helper.egress import handshakes as hs
+from roboz_helper.egress.addresses import NEVER, IPAddress, special_range
+from roboz_helper.egress.allowlist import (
+    Allowlist,
+    AllowlistError,
+    Destination,
+    Entry,
+    destination,
+    host_name,
+)
+from roboz_helper.egress.relay import Tunnel
+from roboz_helper.egress.report import MAX_LISTED, NetworkReport, Refusal, RefusalReason
+from roboz_helper.egress.resolver import ResolveError, Resolver
+
+log = logging.getLogger(__name__)
+
+_RECV: Final = 64 * 1024
+_HTTP_STATUS: Final[dict[str, str]] = {
+    "malformed": "400 Bad Request",
+    "unsupported": "405 Method Not Allowed",
+    "byte-limit": "429 Too Many Requests",
+    "connection-limit": "429 Too Many Requests",
+    "unresolved": "502 Bad Gateway",
+    "unreachable": "502 Bad Gateway",
+}
+_SOCKS_CODE: Final[dict[str, int]] = {
+    "malformed": hs.SOCKS_FAILURE,
+    "unsupported": hs.SOCKS_BAD_COMMAND,
+    "unresolved": hs.SOCKS_HOST_UNREACHABLE,
+    "unreachable": hs.SOCKS_HOST_UNREACHABLE,
+}
+
+
+class _Refused(Exception):
+    def __init__(
+        self, reason: RefusalReason, host: str = "", port: int = 0, rule: str = "", detail: str = ""
+    ) -> None:
+        super().__init__(detail)
+        self.refusal = Refusal(
+            host=_printable(host, 253),
+            port=port,
+            reason=reason,
+            rule=rule,
+            detail=_printable(detail, 200),
+        )
+
+
+class _Closed(Exception):
+    """The run closed its side before the handshake was complete."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_bytes: int | None = None  # both directions together, per run
+    max_connections: int = 64  # open at once, handshakes included
+    # From accepting a connection to its tunnel: the run's request, the name's resolution
+    # and the connection to the remote host together.
+    handshake_timeout_s: float = 30.0
+    connect_timeout_s: float = 10.0
+
+
+class _Client:
+    """The run's side of one connection during its handshake: a socket and what it sent."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+
+    async def more(self) -> None:
+        data = await asyncio.get_running_loop().sock_recv(self.sock, _RECV)
+        if not data:
+            raise _Closed
+        self.buffer += data
+
+    def take(self, n: int) -> bytes:
+        head = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        return head
+
+    async def send(self, data: bytes) -> None:
+        await asyncio.get_running_loop().sock_sendall(self.sock, data)
+
+
+class EgressSession:
+    """The proxy of one run. ``start(listener)`` serves a listening TCP socket (made in the
+    run's network namespace); ``close()`` ends it and everything it opened."""
+
+    def __init__(
+        self, allowlist: Allowlist, resolver: Resolver, policy: str, limits: Limits = Limits()
+    ) -> None:
+        self.allowlist = allowlist
+        self.resolver = resolver
+        self.policy = policy
+        self.limits = limits
+        self._bytes = [0, 0]  # in, out
+        self._connections = 0
+        self._refused = 0
+        self._refusals: dict[tuple[str, int, str, str, str], Refusal] = {}
+        self._open = 0
+        self._spent = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._tunnels: set[Tunnel] = set()
+        self._accepting: asyncio.Task[None] | None = None
+        self._listener: socket.socket | None = None
+
+    # --- the run's limits and the report ---------------------------------------------------
+
+    def passes(self, dest: Destination, outbound: bool, size: int) -> bool:
+        limit = self.limits.max_bytes
+        if self._spent or (limit is not None and sum(self._bytes) + size > limit):
+            if not self._spent:
+                self._spent = True
+                spent = _Refused("byte-limit", dest.host, dest.port, detail=f"{limit} bytes")
+                self._refuse(spent.refusal)
+                for tunnel in list(self._tunnels):
+                    tunnel.abort()
+            return False
+        self._bytes[outbound] += size
+        return True
+
+    def _refuse(self, refusal: Refusal) -> None:
+        self._refused += 1
+        key = (refusal.host, refusal.port, refusal.reason, refusal.rule, refusal.detail)
+        known = self._refusals.get(key)
+        if known is not None:
+            self._refusals[key] = msgspec.structs.replace(known, count=known.count + 1)
+        elif len(self._refusals) < MAX_LISTED:
+            self._refusals[key] = refusal
+        log.debug("egress refused: %s", refusal.text(self.policy))
+
+    def report(self) -> NetworkReport:
+        return NetworkReport(
+            policy=self.policy,
+            bytes_in=self._bytes[0],
+            bytes_out=self._bytes[1],
+            connections=self._connections,
+            refused=self._refused,
+            refusals=tuple(self._refusals.values()),
+        )
+
+    # --- lifetime --------------------------------------------------------------------------
+
+    def start(self, listener: socket.socket) -> None:
+        listener.setblocking(False)
+        self._listener = listener
+        self._accepting = asyncio.get_running_loop().create_task(self._accept(listener))
+
+    async def close(self) -> NetworkReport:
+        """Stop accepting, end every connection of the run (handshakes and tunnels), and
+        return the report. Idempotent."""
+        if self._accepting is not None:
+            # Cancelled and awaited before the listener closes: the loop must stop watching a
+            # descriptor before it is closed (and its number reused).
+            self._accepting.cancel()
+            await asyncio.wait([self._accepting])
+        if self._listener is not None:
+            self._listener.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for tunnel in list(self._tunnels):
+            tunnel.abort()
+        waiting = [*self._tasks, *(t.done for t in self._tunnels)]
+        if waiting:
+            await asyncio.wait(waiting)
+        return self.report()
+
+    async def _accept(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, _ = await loop.sock_accept(listener)
+            except (ConnectionAbortedError, InterruptedError):
+                continue
+            except OSError as exc:  # out of descriptors: back off rather than spin
+                log.warning("egress proxy of policy %r cannot accept: %s", self.policy, exc)
+                await asyncio.sleep(0.1)
+                continue
+            sock.setblocking(False)
+            if self._spent or self._open >= self.limits.max_connections:
+                reason: RefusalReason = "byte-limit" if self._spent else "connection-limit"
+                self._refuse(Refusal(host="", port=0, reason=reason))
+                sock.close()
+                continue
+            self._open += 1
+            task = loop.create_task(self._serve(sock))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, sock: socket.socket) -> None:
+        client = _Client(sock)
+        handed_over = False
+        try:
+            async with asyncio.timeout(self.limits.handshake_timeout_s):
+                await client.more()
+                if client.buffer[0] == hs.SOCKS_VERSION:
+                    tunnel = await self._socks(client)
+                elif client.buffer[0] == 4:
+                    raise _Refused("unsupported", detail="SOCKS4; use SOCKS5 (socks5h://)")
+                else:
+                    tunnel = await self._http(client)
+            if tunnel is not None:
+                handed_over = True
+                await tunnel.done
+        except _Refused as exc:
+            self._refuse(exc.refusal)
+        except (_Closed, OSError):
+            pass
+        except TimeoutError:
+            self._refuse(
+                Refusal(
+                    host="",
+                    port=0,
+                    reason="malformed",
+                    detail="the handshake did not complete in time",
+                )
+            )
+        finally:
+            self._open -= 1
+            if not handed_over:
+                sock.close()
+
+    # --- deciding --------------------------------------------------------------------------
+
+    async def _allowed(self, dest: Destination) -> tuple[Entry, list[IPAddress]]:
+        """The entry that allows dest and the addresses the proxy may connect to, or
+        _Refused saying why not."""
+        verdict = self.allowlist.match(dest)
+        if isinstance(verdict, str):
+            raise _Refused(
+                verdict, dest.host, dest.port, detail=_why(verdict, self.allowlist, dest)
+            )
+        if dest.address is not None:
+            if special_range(dest.address) in NEVER:
+                raise _Refused(
+                    "address",
+                    dest.host,
+                    dest.port,
+                    str(verdict),
+                    f"a {special_range(dest.address)} address",
+                )
+            return verdict, [dest.address]
+        try:
+            found = await self.resolver.resolve(dest.host)
+        except ResolveError as exc:
+            raise _Refused("unresolved", dest.host, dest.port, str(verdict), str(exc)) from None
+        usable = [a for a in found if self._usable(a, dest.port)]
+        if not usable:
+            ranges = ", ".join(f"{a} ({special_range(a)})" for a in found[:4])
+            raise _Refused(
+                "address",
+                dest.host,
+                dest.port,
+                str(verdict),
+                f"resolves only to addresses no entry names: {ranges}",
+            )
+        return verdict, usable
+
+    def _usable(self, address: IPAddress, port: int) -> bool:
+        kind = special_range(address)
+        if kind is None:
+            return True
+        return kind not in NEVER and self.allowlist.covering(address, port) is not None
+
+    async def _connect(
+        self, dest: Destination, entry: Entry, addresses: list[IPAddress]
+    ) -> socket.socket:
+        loop = asyncio.get_running_loop()
+        problem = "no address"
+        try:
+            async with asyncio.timeout(self.limits.connect_timeout_s):
+                for address in addresses:
+                    family = socket.AF_INET if address.version == 4 else socket.AF_INET6
+                    sock = socket.socket(family, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+                    sock.setblocking(False)
+                    try:
+                        await loop.sock_connect(sock, (str(address), dest.port))
+                    except OSError as exc:
+                        sock.close()
+                        problem = (
+                            f"{address}: {exc.strerror or errno.errorcode.get(exc.errno or 0)}"
+                        )
+                        continue
+                    except BaseException:
+                        sock.close()
+                        raise
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    return sock
+        except TimeoutError:
+            problem = "timed out"
+        raise _Refused("unreachable", dest.host, dest.port, str(entry), problem)
+
+    async def _open_tunnel(
+        self,
+        client: _Client,
+        dest: Destination,
+        reply_ok: bytes,
+        reply_refused: Callable[[Refusal], bytes],
+    ) -> Tunnel | None:
+        """Decide, connect and hand both sockets to a Tunnel; the refusal answer if not."""
+        replied = False
+        try:
+            entry, addresses = await self._allowed(dest)
+            if dest.port == 443 and dest.address is None:
+                # The name is checked against the ClientHello before anything reaches it.
+                await client.send(reply_ok)
+                replied = True
+                await self._check_sni(client, dest, entry)
+                remote = await self._connect(dest, entry, addresses)
+            else:
+                remote = await self._connect(dest, entry, addresses)
+                try:
+                    await client.send(reply_ok)
+                except BaseException:
+                    remote.close()
+                    raise
+        except _Refused as exc:
+            if not replied:  # after a success reply, the run's side is TLS: just close it
+                with contextlib.suppress(OSError):
+                    await client.send(reply_refused(exc.refusal))
+            raise
+        return await self._tunnel(client, remote, dest, client.take(len(client.buffer)))
+
+    async def _tunnel(
+        self, client: _Client, remote: socket.socket, dest: Destination, first: bytes
+    ) -> Tunnel | None:
+        if not self.passes(dest, True, len(first)):
+            remote.close()
+            return None
+        tunnel = Tunnel(self, dest)
+        try:
+            await tunnel.start(client.sock, remote, first)
+        except BaseException:
+            tunnel.abort()
+            remote.close()
+            raise
+        self._tunnels.add(tunnel)
+        tunnel.done.add_done_callback(lambda _: self._tunnels.discard(tunnel))
+        self._connections += 1
+        return tunnel
+
+    async def _check_sni(self, client: _Client, dest: Destination, entry: Entry) -> None:
+        while True:
+            try:
+                hello = hs.client_hello(client.buffer)
+            except hs.HandshakeError as exc:
+                raise _Refused("sni", dest.host, dest.port, str(entry), str(exc)) from None
+            if hello is not None:
+                break
+            await client.more()
+        name = hello.server_name
+        try:
+            same = name is not None and host_name(name) == dest.host
+        except AllowlistError:
+            same = False
+        if not same:
+            said = "no server name" if name is None else f"server name {name[:80]!r}"
+            raise _Refused("sni", dest.host, dest.port, str(entry), f"the ClientHello has {said}")
+
+    # --- the protocols ---------------------------------------------------------------------
+
+    async def _http(self, client: _Client) -> Tunnel | None:
+        def refused(refusal: Refusal) -> bytes:
+            return _http_refusal(refusal, self.policy)
+
+        try:
+            while (parsed := hs.http_head(client.buffer)) is None:
+                await client.more()
+            request, length = parsed
+            client.take(length)
+            if request.method == "CONNECT":
+                host, port = hs.split_authority(request.target, None)
+            else:
+                host, port, path = hs.absolute_target(request.target)
+            dest = destination(host, port)
+        except (hs.HandshakeError, AllowlistError) as exc:
+            error = _Refused("malformed", detail=str(exc))
+            with contextlib.suppress(OSError):
+                await client.send(refused(error.refusal))
+            raise error from None
+        if request.method == "CONNECT":
+            ok = f"{request.version} 200 Connection established\r\n\r\n".encode()
+            return await self._open_tunnel(client, dest, ok, refused)
+        # A forwarded request: its head, rewritten, goes first; then whatever follows (a body).
+        authority = str(dest) if port != 80 else dest.host
+        head = hs.forwarded_head(request, authority, path)
+        client.buffer[:0] = head
+        return await self._open_tunnel(client, dest, b"", refused)
+
+    async def _socks(self, client: _Client) -> Tunnel | None:
+        while (greeting := _socks_step(hs.socks_greeting, client)) is None:
+            await client.more()
+        methods, length = greeting
+        client.take(length)
+        if 0 not in methods:  # only "no authentication": the run is already identified
+            await client.send(bytes([hs.SOCKS_VERSION, 0xFF]))
+            raise _Refused("unsupported", detail="SOCKS5 without the no-authentication method")
+        await client.send(bytes([hs.SOCKS_VERSION, 0]))
+        while (parsed := _socks_step(hs.socks_request, client)) is None:
+            await client.more()
+        request, length = parsed
+        client.take(length)
+        if request.command != hs.SOCKS_CONNECT:
+            await client.send(hs.socks_reply(hs.SOCKS_BAD_COMMAND))
+            what = {2: "BIND", 3: "UDP ASSOCIATE"}.get(request.command, str(request.command))
+            raise _Refused("unsupported", request.host, request.port, detail=f"SOCKS5 {what}")
+        try:
+            dest = destination(request.host, request.port)
+        except AllowlistError as exc:
+            await client.send(hs.socks_reply(hs.SOCKS_BAD_ADDRESS))
+            raise _Refused("malformed", request.host, request.port, detail=str(exc)) from None
+
+        def refused(refusal: Refusal) -> bytes:
+            return hs.socks_reply(_SOCKS_CODE.get(refusal.reason, hs.SOCKS_NOT_ALLOWED))
+
+        return await self._open_tunnel(client, dest, hs.socks_reply(hs.SOCKS_OK), refused)
+
+
+def _why(reason: str, allowlist: Allowlist, dest: Destination) -> str:
+    if reason == "port":
+        ports = sorted(
+            {
+                str(e.port)
+                for e in allowlist.entries
+                if e.port is not None
+                and (
+                    e.names(dest.host)
+                    or (dest.address is not None and e.covers_address(dest.address))
+                )
+            }
+        )
+        return f"allowed on port {', '.join(ports)} only"
+    if reason == "ip-literal":
+        return "an IP address; only names (or IP and CIDR entries) are allowed"
+    return ""
+
+
+_Parsed = TypeVar("_Parsed")
+
+
+def _socks_step(parse: Callable[[bytearray], _Parsed | None], client: _Client) -> _Parsed | None:
+    try:
+        return parse(client.buffer)
+    except hs.HandshakeError as exc:
+        raise _Refused("malformed", detail=str(exc)) from None
+
+
+def _printable(text: str, limit: int) -> str:
+    """Text from the run, fit for a log line and the completion: printable ASCII, bounded."""
+    clean = "".join(c if c.isascii() and c.isprintable() else "?" for c in text[: limit + 1])
+    return clean if len(clean) <= limit else clean[: limit - 3] + "..."
+
+
+def _http_refusal(refusal: Refusal, policy: str) -> bytes:
+    status = _HTTP_STATUS.get(refusal.reason, "403 Forbidden")
+    body = (f"roboz-helper: {refusal.text(policy)}\n").encode("utf-8", "replace")
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n"
+        f"X-Roboz-Egress: {refusal.reason}\r\n\r\n"
+    ).encode("latin-1") + body
