@@ -211,6 +211,8 @@ def _check_policy(args: argparse.Namespace) -> int:
         f"{args.file}: ok ({len(policy.profiles)} profiles, "
         f"{len(policy.clients)} client rules; {checked})"
     )
+    for line in _network_lines(policy):
+        print(line)
     # The operator's half of the composed file view; each run is narrowed further by the
     # file policy its client sends (a path is reachable only where both allow it).
     for name, profile in policy.profiles.items():
@@ -221,6 +223,31 @@ def _check_policy(args: argparse.Namespace) -> int:
         if profile.file_rules is not None:
             print("  " + rules_text(profile.file_rules).replace("\n", "\n  "))
     return EXIT_OK
+
+
+def _network_lines(policy: Policy) -> list[str]:
+    """Each client rule's network, when some profile has an allowlist: the hosts its runs
+    may reach (a run may ask for fewer)."""
+    lines: list[str] = []
+    if all(isinstance(p.network, str) for p in policy.profiles.values()):
+        return lines
+    for i, rule in enumerate(policy.clients):
+        who = next(f"{s} {getattr(rule, s)}" for s in ("uid", "gid", "user", "group")
+                   if getattr(rule, s) is not None)  # fmt: skip
+        network = policy.profiles[rule.profile].network
+        head = f"clients[{i}] ({who}) -> profiles.{rule.profile}: network"
+        if isinstance(network, str):
+            lines.append(f"{head} {network}")
+            continue
+        limits = f"at most {network.max_connections} connections at once"
+        if network.max_bytes is not None:
+            limits += f", {network.max_bytes} bytes per run"
+        lines.append(f"{head} through the helper's proxy, to these only ({limits}; a run "
+                     "may ask for a subset):")  # fmt: skip
+        lines += [f"  {entry.explain()}" for entry in network.allowlist().entries]
+    servers = ", ".join(policy.egress.nameservers) or "the host's resolver (getaddrinfo)"
+    lines.append(f"egress: the proxy resolves names with {servers}")
+    return lines
 
 
 def _install_units(args: argparse.Namespace) -> int:

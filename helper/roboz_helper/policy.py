@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from roboz_helper.egress.allowlist import Allowlist, parse_allowlist, parse_entry
 from roboz_helper.file_policy import FilePolicy, FilePolicyError, load_file_policy
 from roboz_helper.run_states import NetworkMode
 
@@ -37,6 +38,38 @@ class ServerConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_o
     socket_mode: int = 0o660
 
 
+class EgressConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """How the helper's egress proxy reaches the network for runs with an allowlist."""
+
+    # Name servers the proxy asks ("192.0.2.53", "[2001:db8::53]:5353"); empty: the host's
+    # resolver (getaddrinfo).
+    nameservers: tuple[str, ...] = ()
+    resolve_timeout_s: float = 5.0
+    connect_timeout_s: float = 10.0
+
+
+class NetworkAllow(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """``network = {allow = [...]}``: the run reaches these hosts through the helper's proxy
+    and nothing else (entries: egress/allowlist.py)."""
+
+    allow: tuple[str, ...]
+    # Bytes through the proxy per run, both ways together; none: unlimited.
+    max_bytes: int | None = None
+    # Connections to the proxy open at once per run.
+    max_connections: int = 64
+
+    def allowlist(self) -> Allowlist:
+        """The parsed entries (validate() has refused a policy with a bad one)."""
+        return _parsed_allowlist(self.allow)
+
+
+def _parsed_allowlist(texts: tuple[str, ...]) -> Allowlist:
+    allowlist, errors = parse_allowlist(texts)
+    if errors:
+        raise PolicyError(f"allow[{errors[0][0]}]: {errors[0][1]}")
+    return allowlist
+
+
 class ClientRule(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """Match a peer by exactly one of uid, gid, user or group and give it a profile."""
 
@@ -53,7 +86,7 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     workdir: str
     readonly_paths: tuple[str, ...] = ()
     writable_paths: tuple[str, ...] = ()
-    network: NetworkMode = "none"
+    network: NetworkMode | NetworkAllow = "none"
     commands: tuple[str, ...] = ()
     env: dict[str, str] = {}
     timeout_s: float = 30.0
@@ -87,6 +120,7 @@ NUMERIC_LIMITS = (
 
 class Policy(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     server: ServerConfig = ServerConfig()
+    egress: EgressConfig = EgressConfig()
     clients: tuple[ClientRule, ...] = ()
     profiles: dict[str, Profile] = {}
 
@@ -95,6 +129,7 @@ class Policy(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
 # keys as `[...]`, which would leave the reader guessing which profile is wrong.
 class _Envelope(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     server: ServerConfig = ServerConfig()
+    egress: EgressConfig = EgressConfig()
     clients: tuple[ClientRule, ...] = ()
     profiles: dict[str, dict[str, Any]] = {}
 
@@ -110,7 +145,12 @@ def _clean(exc: msgspec.MsgspecError, prefix: str = "") -> str:
     # Dict keys show up as `[...]`; the prefix already names the profile, so drop them.
     path = prefix + (match["path"] or "").replace("[...]", "")
     path = path.lstrip(".")
-    return f"{path or '(top level)'}: {match['msg']}"
+    message = match["msg"]
+    if path.endswith(".network") and (
+        message.startswith("Invalid enum") or "str | object" in message
+    ):
+        message += ' (network is "none", "loopback" or a table {allow = ["host:port", ...]})'
+    return f"{path or '(top level)'}: {message}"
 
 
 def parse_policy(text: str | bytes, *, look_up_names: bool = True) -> Policy:
@@ -136,7 +176,9 @@ def parse_policy(text: str | bytes, *, look_up_names: bool = True) -> Policy:
             profiles[name] = msgspec.convert(raw, type=Profile, strict=True)
         except msgspec.ValidationError as exc:
             raise PolicyError(_clean(exc, f"profiles.{name}")) from None
-    policy = Policy(server=envelope.server, clients=envelope.clients, profiles=profiles)
+    policy = Policy(
+        server=envelope.server, egress=envelope.egress, clients=envelope.clients, profiles=profiles
+    )
     validate(policy, look_up_names=look_up_names)
     return policy
 
@@ -293,6 +335,44 @@ def _validate_server(server: ServerConfig, look_up_names: bool) -> None:
             raise PolicyError(f"server.socket_group: {exc}") from None
 
 
+def _validate_egress(egress: EgressConfig) -> None:
+    for i, server in enumerate(egress.nameservers):
+        try:
+            nameserver_address(server)
+        except ValueError as exc:
+            raise PolicyError(f"egress.nameservers[{i}]: {exc}") from None
+    _positive(egress.resolve_timeout_s, "egress.resolve_timeout_s")
+    _positive(egress.connect_timeout_s, "egress.connect_timeout_s")
+
+
+def nameserver_address(text: str) -> tuple[str, int]:
+    """(address, port) of a name server entry: an IP literal with an optional port (53)."""
+    entry = parse_entry(text)
+    net = entry.network
+    if net is None or net.num_addresses != 1:
+        raise ValueError(f"{text!r}: a name server is an IP address with an optional port")
+    return str(net.network_address), entry.port or 53
+
+
+_MAX_CONNECTIONS = 4096
+
+
+def _validate_network(where: str, network: NetworkMode | NetworkAllow) -> None:
+    if isinstance(network, str):
+        return
+    if not network.allow:
+        raise PolicyError(f'{where}.allow: empty; write network = "none" for no network')
+    try:
+        _parsed_allowlist(network.allow)
+    except PolicyError as exc:
+        raise PolicyError(f"{where}.{exc}") from None
+    if network.max_bytes is not None:
+        _limit(network.max_bytes, f"{where}.max_bytes", "max_bytes")
+    if not 1 <= network.max_connections <= _MAX_CONNECTIONS:
+        raise PolicyError(f"{where}.max_connections: must be within 1..{_MAX_CONNECTIONS}, "
+                          f"got {network.max_connections}")  # fmt: skip
+
+
 def _validate_profile(name: str, profile: Profile, look_up_names: bool) -> None:
     # The name appears in field paths and log lines, which must stay one line each.
     if not name or not name.isprintable():
@@ -319,6 +399,7 @@ def _validate_profile(name: str, profile: Profile, look_up_names: bool) -> None:
             raise PolicyError(f"{where}.env.{key}: contains a NUL byte")
     for field in NUMERIC_LIMITS:
         _limit(getattr(profile, field), f"{where}.{field}", field)
+    _validate_network(f"{where}.network", profile.network)
 
 
 def _validate_client(
@@ -354,6 +435,7 @@ def _validate_client(
 
 def validate(policy: Policy, *, look_up_names: bool = True) -> None:
     _validate_server(policy.server, look_up_names)
+    _validate_egress(policy.egress)
     if not policy.profiles:
         raise PolicyError("profiles: at least one profile is required")
     for name, profile in policy.profiles.items():
