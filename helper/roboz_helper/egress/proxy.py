@@ -15,8 +15,9 @@ the remote connection and copies bytes both ways (relay.py). Deciding is, in ord
    refused tunnel reaches the remote host;
 5. the run's byte limit and connection limit.
 
-Every refusal is counted with its host, port, reason and the entry involved (report.py).
-``close()`` ends every connection of the run and returns the report. Standard library only.
+What a run asks, per protocol, is frontends.py's. Every refusal is counted with its host,
+port, reason and the entry involved (report.py). ``close()`` ends every connection of the run
+and returns the report. Standard library and msgspec only.
 """
 
 from __future__ import annotations
@@ -26,61 +27,19 @@ import contextlib
 import errno
 import logging
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, TypeVar
 
 import msgspec
 
 from roboz_helper.egress import handshakes as hs
 from roboz_helper.egress.addresses import NEVER, IPAddress, special_range
-from roboz_helper.egress.allowlist import (
-    Allowlist,
-    AllowlistError,
-    Destination,
-    Entry,
-    destination,
-    host_name,
-)
+from roboz_helper.egress.allowlist import Allowlist, AllowlistError, Destination, Entry, host_name
+from roboz_helper.egress.frontends import Ask, Client, Closed, Refused, read_request
 from roboz_helper.egress.relay import Tunnel
 from roboz_helper.egress.report import MAX_LISTED, NetworkReport, Refusal, RefusalReason
 from roboz_helper.egress.resolver import ResolveError, Resolver
 
 log = logging.getLogger(__name__)
-
-_RECV: Final = 64 * 1024
-_HTTP_STATUS: Final[dict[str, str]] = {
-    "malformed": "400 Bad Request",
-    "unsupported": "405 Method Not Allowed",
-    "byte-limit": "429 Too Many Requests",
-    "connection-limit": "429 Too Many Requests",
-    "unresolved": "502 Bad Gateway",
-    "unreachable": "502 Bad Gateway",
-}
-_SOCKS_CODE: Final[dict[str, int]] = {
-    "malformed": hs.SOCKS_FAILURE,
-    "unsupported": hs.SOCKS_BAD_COMMAND,
-    "unresolved": hs.SOCKS_HOST_UNREACHABLE,
-    "unreachable": hs.SOCKS_HOST_UNREACHABLE,
-}
-
-
-class _Refused(Exception):
-    def __init__(
-        self, reason: RefusalReason, host: str = "", port: int = 0, rule: str = "", detail: str = ""
-    ) -> None:
-        super().__init__(detail)
-        self.refusal = Refusal(
-            host=_printable(host, 253),
-            port=port,
-            reason=reason,
-            rule=rule,
-            detail=_printable(detail, 200),
-        )
-
-
-class _Closed(Exception):
-    """The run closed its side before the handshake was complete."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,28 +50,6 @@ class Limits:
     # and the connection to the remote host together.
     handshake_timeout_s: float = 30.0
     connect_timeout_s: float = 10.0
-
-
-class _Client:
-    """The run's side of one connection during its handshake: a socket and what it sent."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buffer = bytearray()
-
-    async def more(self) -> None:
-        data = await asyncio.get_running_loop().sock_recv(self.sock, _RECV)
-        if not data:
-            raise _Closed
-        self.buffer += data
-
-    def take(self, n: int) -> bytes:
-        head = bytes(self.buffer[:n])
-        del self.buffer[:n]
-        return head
-
-    async def send(self, data: bytes) -> None:
-        await asyncio.get_running_loop().sock_sendall(self.sock, data)
 
 
 class EgressSession:
@@ -144,7 +81,7 @@ class EgressSession:
         if self._spent or (limit is not None and sum(self._bytes) + size > limit):
             if not self._spent:
                 self._spent = True
-                spent = _Refused("byte-limit", dest.host, dest.port, detail=f"{limit} bytes")
+                spent = Refused("byte-limit", dest.host, dest.port, detail=f"{limit} bytes")
                 self._refuse(spent.refusal)
                 for tunnel in list(self._tunnels):
                     tunnel.abort()
@@ -221,23 +158,17 @@ class EgressSession:
             task.add_done_callback(self._tasks.discard)
 
     async def _serve(self, sock: socket.socket) -> None:
-        client = _Client(sock)
+        client = Client(sock)
         handed_over = False
         try:
             async with asyncio.timeout(self.limits.handshake_timeout_s):
-                await client.more()
-                if client.buffer[0] == hs.SOCKS_VERSION:
-                    tunnel = await self._socks(client)
-                elif client.buffer[0] == 4:
-                    raise _Refused("unsupported", detail="SOCKS4; use SOCKS5 (socks5h://)")
-                else:
-                    tunnel = await self._http(client)
+                tunnel = await self._open_tunnel(client, await read_request(client, self.policy))
             if tunnel is not None:
                 handed_over = True
                 await tunnel.done
-        except _Refused as exc:
+        except Refused as exc:
             self._refuse(exc.refusal)
-        except (_Closed, OSError):
+        except (Closed, OSError):
             pass
         except TimeoutError:
             self._refuse(
@@ -257,15 +188,13 @@ class EgressSession:
 
     async def _allowed(self, dest: Destination) -> tuple[Entry, list[IPAddress]]:
         """The entry that allows dest and the addresses the proxy may connect to, or
-        _Refused saying why not."""
+        Refused saying why not."""
         verdict = self.allowlist.match(dest)
         if isinstance(verdict, str):
-            raise _Refused(
-                verdict, dest.host, dest.port, detail=_why(verdict, self.allowlist, dest)
-            )
+            raise Refused(verdict, dest.host, dest.port, detail=_why(verdict, self.allowlist, dest))
         if dest.address is not None:
             if special_range(dest.address) in NEVER:
-                raise _Refused(
+                raise Refused(
                     "address",
                     dest.host,
                     dest.port,
@@ -276,11 +205,11 @@ class EgressSession:
         try:
             found = await self.resolver.resolve(dest.host)
         except ResolveError as exc:
-            raise _Refused("unresolved", dest.host, dest.port, str(verdict), str(exc)) from None
+            raise Refused("unresolved", dest.host, dest.port, str(verdict), str(exc)) from None
         usable = [a for a in found if self._usable(a, dest.port)]
         if not usable:
             ranges = ", ".join(f"{a} ({special_range(a)})" for a in found[:4])
-            raise _Refused(
+            raise Refused(
                 "address",
                 dest.host,
                 dest.port,
@@ -321,41 +250,36 @@ class EgressSession:
                     return sock
         except TimeoutError:
             problem = "timed out"
-        raise _Refused("unreachable", dest.host, dest.port, str(entry), problem)
+        raise Refused("unreachable", dest.host, dest.port, str(entry), problem)
 
-    async def _open_tunnel(
-        self,
-        client: _Client,
-        dest: Destination,
-        reply_ok: bytes,
-        reply_refused: Callable[[Refusal], bytes],
-    ) -> Tunnel | None:
+    async def _open_tunnel(self, client: Client, ask: Ask) -> Tunnel | None:
         """Decide, connect and hand both sockets to a Tunnel; the refusal answer if not."""
+        dest = ask.dest
         replied = False
         try:
             entry, addresses = await self._allowed(dest)
             if dest.port == 443 and dest.address is None:
                 # The name is checked against the ClientHello before anything reaches it.
-                await client.send(reply_ok)
+                await client.send(ask.ok)
                 replied = True
                 await self._check_sni(client, dest, entry)
                 remote = await self._connect(dest, entry, addresses)
             else:
                 remote = await self._connect(dest, entry, addresses)
                 try:
-                    await client.send(reply_ok)
+                    await client.send(ask.ok)
                 except BaseException:
                     remote.close()
                     raise
-        except _Refused as exc:
+        except Refused as exc:
             if not replied:  # after a success reply, the run's side is TLS: just close it
                 with contextlib.suppress(OSError):
-                    await client.send(reply_refused(exc.refusal))
+                    await client.send(ask.refused(exc.refusal))
             raise
         return await self._tunnel(client, remote, dest, client.take(len(client.buffer)))
 
     async def _tunnel(
-        self, client: _Client, remote: socket.socket, dest: Destination, first: bytes
+        self, client: Client, remote: socket.socket, dest: Destination, first: bytes
     ) -> Tunnel | None:
         if not self.passes(dest, True, len(first)):
             remote.close()
@@ -372,12 +296,12 @@ class EgressSession:
         self._connections += 1
         return tunnel
 
-    async def _check_sni(self, client: _Client, dest: Destination, entry: Entry) -> None:
+    async def _check_sni(self, client: Client, dest: Destination, entry: Entry) -> None:
         while True:
             try:
                 hello = hs.client_hello(client.buffer)
             except hs.HandshakeError as exc:
-                raise _Refused("sni", dest.host, dest.port, str(entry), str(exc)) from None
+                raise Refused("sni", dest.host, dest.port, str(entry), str(exc)) from None
             if hello is not None:
                 break
             await client.more()
@@ -388,65 +312,7 @@ class EgressSession:
             same = False
         if not same:
             said = "no server name" if name is None else f"server name {name[:80]!r}"
-            raise _Refused("sni", dest.host, dest.port, str(entry), f"the ClientHello has {said}")
-
-    # --- the protocols ---------------------------------------------------------------------
-
-    async def _http(self, client: _Client) -> Tunnel | None:
-        def refused(refusal: Refusal) -> bytes:
-            return _http_refusal(refusal, self.policy)
-
-        try:
-            while (parsed := hs.http_head(client.buffer)) is None:
-                await client.more()
-            request, length = parsed
-            client.take(length)
-            if request.method == "CONNECT":
-                host, port = hs.split_authority(request.target, None)
-            else:
-                host, port, path = hs.absolute_target(request.target)
-            dest = destination(host, port)
-        except (hs.HandshakeError, AllowlistError) as exc:
-            error = _Refused("malformed", detail=str(exc))
-            with contextlib.suppress(OSError):
-                await client.send(refused(error.refusal))
-            raise error from None
-        if request.method == "CONNECT":
-            ok = f"{request.version} 200 Connection established\r\n\r\n".encode()
-            return await self._open_tunnel(client, dest, ok, refused)
-        # A forwarded request: its head, rewritten, goes first; then whatever follows (a body).
-        authority = str(dest) if port != 80 else dest.host
-        head = hs.forwarded_head(request, authority, path)
-        client.buffer[:0] = head
-        return await self._open_tunnel(client, dest, b"", refused)
-
-    async def _socks(self, client: _Client) -> Tunnel | None:
-        while (greeting := _socks_step(hs.socks_greeting, client)) is None:
-            await client.more()
-        methods, length = greeting
-        client.take(length)
-        if 0 not in methods:  # only "no authentication": the run is already identified
-            await client.send(bytes([hs.SOCKS_VERSION, 0xFF]))
-            raise _Refused("unsupported", detail="SOCKS5 without the no-authentication method")
-        await client.send(bytes([hs.SOCKS_VERSION, 0]))
-        while (parsed := _socks_step(hs.socks_request, client)) is None:
-            await client.more()
-        request, length = parsed
-        client.take(length)
-        if request.command != hs.SOCKS_CONNECT:
-            await client.send(hs.socks_reply(hs.SOCKS_BAD_COMMAND))
-            what = {2: "BIND", 3: "UDP ASSOCIATE"}.get(request.command, str(request.command))
-            raise _Refused("unsupported", request.host, request.port, detail=f"SOCKS5 {what}")
-        try:
-            dest = destination(request.host, request.port)
-        except AllowlistError as exc:
-            await client.send(hs.socks_reply(hs.SOCKS_BAD_ADDRESS))
-            raise _Refused("malformed", request.host, request.port, detail=str(exc)) from None
-
-        def refused(refusal: Refusal) -> bytes:
-            return hs.socks_reply(_SOCKS_CODE.get(refusal.reason, hs.SOCKS_NOT_ALLOWED))
-
-        return await self._open_tunnel(client, dest, hs.socks_reply(hs.SOCKS_OK), refused)
+            raise Refused("sni", dest.host, dest.port, str(entry), f"the ClientHello has {said}")
 
 
 def _why(reason: str, allowlist: Allowlist, dest: Destination) -> str:
@@ -466,29 +332,3 @@ def _why(reason: str, allowlist: Allowlist, dest: Destination) -> str:
     if reason == "ip-literal":
         return "an IP address; only names (or IP and CIDR entries) are allowed"
     return ""
-
-
-_Parsed = TypeVar("_Parsed")
-
-
-def _socks_step(parse: Callable[[bytearray], _Parsed | None], client: _Client) -> _Parsed | None:
-    try:
-        return parse(client.buffer)
-    except hs.HandshakeError as exc:
-        raise _Refused("malformed", detail=str(exc)) from None
-
-
-def _printable(text: str, limit: int) -> str:
-    """Text from the run, fit for a log line and the completion: printable ASCII, bounded."""
-    clean = "".join(c if c.isascii() and c.isprintable() else "?" for c in text[: limit + 1])
-    return clean if len(clean) <= limit else clean[: limit - 3] + "..."
-
-
-def _http_refusal(refusal: Refusal, policy: str) -> bytes:
-    status = _HTTP_STATUS.get(refusal.reason, "403 Forbidden")
-    body = (f"roboz-helper: {refusal.text(policy)}\n").encode("utf-8", "replace")
-    return (
-        f"HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n"
-        f"X-Roboz-Egress: {refusal.reason}\r\n\r\n"
-    ).encode("latin-1") + body
