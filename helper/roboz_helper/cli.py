@@ -24,7 +24,7 @@ from roboz_helper import install_units
 from roboz_helper.file_policy import rules_text
 from roboz_helper.host_paths import PolicyPathsError, load_usable_policy
 from roboz_helper.log_format import configure_logging
-from roboz_helper.policy import Policy, PolicyError, load_policy
+from roboz_helper.policy import Policy, PolicyError, allowlist_of, load_policy
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -244,7 +244,7 @@ def _network_lines(policy: Policy) -> list[str]:
             limits += f", {network.max_bytes} bytes per run"
         lines.append(f"{head} through the helper's proxy, to these only ({limits}; a run "
                      "may ask for a subset):")  # fmt: skip
-        lines += [f"  {entry.explain()}" for entry in network.allowlist().entries]
+        lines += [f"  {entry.explain()}" for entry in allowlist_of(network).entries]
     servers = ", ".join(policy.egress.nameservers) or "the host's resolver (getaddrinfo)"
     lines.append(f"egress: the proxy resolves names with {servers}")
     return lines

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from roboz_helper.egress.allowlist import Allowlist, parse_allowlist, parse_entry
+from roboz_helper.egress.allowlist import Allowlist, NetworkAllow, parse_allowlist, parse_entry
 from roboz_helper.file_policy import FilePolicy, FilePolicyError, load_file_policy
 from roboz_helper.run_states import NetworkMode
 
@@ -48,19 +48,9 @@ class EgressConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_o
     connect_timeout_s: float = 10.0
 
 
-class NetworkAllow(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """``network = {allow = [...]}``: the run reaches these hosts through the helper's proxy
-    and nothing else (entries: egress/allowlist.py)."""
-
-    allow: tuple[str, ...]
-    # Bytes through the proxy per run, both ways together; none: unlimited.
-    max_bytes: int | None = None
-    # Connections to the proxy open at once per run.
-    max_connections: int = 64
-
-    def allowlist(self) -> Allowlist:
-        """The parsed entries (validate() has refused a policy with a bad one)."""
-        return _parsed_allowlist(self.allow)
+def allowlist_of(network: NetworkAllow) -> Allowlist:
+    """A profile's allowlist, parsed (validate() has refused a policy with a bad entry)."""
+    return _parsed_allowlist(network.allow)
 
 
 def _parsed_allowlist(texts: tuple[str, ...]) -> Allowlist:

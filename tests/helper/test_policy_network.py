@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from roboz_helper.policy import EgressConfig, NetworkAllow, PolicyError, parse_policy
+from roboz_helper.policy import (
+    EgressConfig,
+    NetworkAllow,
+    PolicyError,
+    allowlist_of,
+    parse_policy,
+)
 
 HEAD = """
 [[clients]]
@@ -54,7 +60,7 @@ def test_an_allowlist_decodes_and_keeps_its_order() -> None:
     )  # fmt: skip
     network = policy.profiles["dev"].network
     assert isinstance(network, NetworkAllow)
-    assert [str(e) for e in network.allowlist().entries] == [
+    assert [str(e) for e in allowlist_of(network).entries] == [
         "pypi.org:443",
         "*.githubusercontent.com",
         "10.0.0.0/8:22",
@@ -208,3 +214,15 @@ def test_a_helper_that_cannot_serve_an_allowlist_refuses_the_policy(tmp_path: Pa
     with pytest.raises(PolicyPathsError) as caught:
         load_usable_policy(path)
     assert [p.field for p in caught.value.problems] == ["profiles.dev.network"]
+
+
+def test_the_readmes_allowlist_examples_are_valid_profiles() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "policies" / "README.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in readme.split("```toml\n")[1:]]
+    examples = [b for b in blocks if "network = {allow" in b and "run_as_user" in b]
+    assert len(examples) == 2  # a package index, a git server over SSH
+    for block in examples:
+        name = block.split("[profiles.", 1)[1].split("]", 1)[0]
+        text = f'[[clients]]\nuid = 1000\nprofile = "{name}"\n' + block
+        policy = parse_policy(text, look_up_names=False)
+        assert isinstance(policy.profiles[name].network, NetworkAllow)

@@ -19,7 +19,8 @@ and a name's address only when it is globally routable or an IP or CIDR entry co
 Strings that an address parser would read as a number (``127.1``, ``0x7f000001``, ``010.0.0.1``)
 are neither names nor addresses: refused as entries and as destinations.
 
-Standard library only: policy.py (and so ``check-policy``) imports it.
+``NetworkAllow`` is the form a policy writes and the wire carries (the greeting's limits).
+Standard library and msgspec only: policy.py and the wire protocol import it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
+
+import msgspec
 
 from roboz_helper.egress.addresses import (
     NEVER,
@@ -45,6 +48,17 @@ _DIGITS = re.compile(r"[0-9]+")
 _NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)")
 
 EntryKind = Literal["name", "wildcard", "address"]
+
+
+class NetworkAllow(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """``network = {allow = [...]}``: a run reaches these hosts through the helper's proxy
+    and nothing else."""
+
+    allow: tuple[str, ...]
+    # Bytes through the proxy per run, both ways together; none: unlimited.
+    max_bytes: int | None = None
+    # Connections to the proxy open at once per run.
+    max_connections: int = 64
 
 
 class AllowlistError(ValueError):
