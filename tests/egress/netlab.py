@@ -111,8 +111,60 @@ class AcceptLog:
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     label = ""
+    git_root = ""
+
+    def do_POST(self) -> None:
+        if self.path.startswith("/git/"):
+            return self._git()
+        self.send_error(404)
+
+    def _body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            body = b""
+            while size := int(self.rfile.readline().split(b";")[0], 16):
+                body += self.rfile.read(size)
+                self.rfile.readline()
+            self.rfile.readline()
+            return body
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _git(self) -> None:
+        """Smart HTTP through ``git http-backend`` (CGI), for the repositories in git_root."""
+        path, _, query = self.path[len("/git") :].partition("?")
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "GIT_PROJECT_ROOT": self.git_root,
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "REQUEST_METHOD": self.command,
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "REMOTE_ADDR": self.client_address[0],
+            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
+            "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+        }
+        body = self._body() if self.command == "POST" else b""
+        env["CONTENT_LENGTH"] = str(len(body))
+        out = subprocess.run(["git", "http-backend"], env=env, input=body, capture_output=True)
+        head, _, content = out.stdout.partition(b"\r\n\r\n")
+        status = 200
+        headers = []
+        for line in head.decode("latin-1").split("\r\n"):
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            elif name:
+                headers.append((name, value.strip()))
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(content)))
+        self.end_headers()
+        self.wfile.write(content)
 
     def do_GET(self) -> None:
+        if self.path.startswith("/git/"):
+            return self._git()
         if self.path.startswith("/bytes/"):
             size = int(self.path.split("/")[2])
             self.send_response(200)
@@ -138,9 +190,14 @@ class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
-        self, sock: socket.socket, label: str, log: AcceptLog, tls: ssl.SSLContext | None
+        self,
+        sock: socket.socket,
+        label: str,
+        log: AcceptLog,
+        tls: ssl.SSLContext | None,
+        git_root: str,
     ) -> None:
-        handler = type("Handler", (_Handler,), {"label": label})
+        handler = type("Handler", (_Handler,), {"label": label, "git_root": git_root})
         super().__init__(sock.getsockname()[:2], handler, bind_and_activate=False)
         self.socket.close()
         self.socket = sock
@@ -231,6 +288,19 @@ def _serve_dns_tcp(sock: socket.socket, log: AcceptLog) -> None:
             conn.sendall(struct.pack(">H", len(answer)) + answer)
 
 
+def make_repository(bare: Path) -> None:
+    """A bare repository with one commit (a README), served at /git/repo.git."""
+    work = bare.parent / "work"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@test", "-c", "init.defaultBranch=main"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(bare.parent)}
+    subprocess.run([*git, "init", "-q", "--bare", str(bare)], check=True, env=env)
+    subprocess.run([*git, "init", "-q", str(work)], check=True, env=env)
+    (work / "README").write_text("served through the proxy\n")
+    for args in (["add", "README"], ["commit", "-q", "-m", "first"],
+                 ["push", "-q", str(bare), "HEAD:main"]):  # fmt: skip
+        subprocess.run([*git, "-C", str(work), *args], check=True, env=env)
+
+
 class ProxyLoop:
     """An event loop in a thread that lives in the world namespace: every socket the proxy
     opens (remote connections, DNS queries) is made there."""
@@ -272,6 +342,8 @@ class Lab:
         self._closers.append(self.remote.close)
         self._wire()
         self.ca = TestCA(directory)
+        self.git_root = directory / "git"
+        make_repository(self.git_root / "repo.git")
         names = [n for n in NAMES] + ["*.remote.test"]
         server_cert = self.ca.issue("remote", names, [REMOTE, OTHER])
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -318,7 +390,7 @@ class Lab:
         self, ns: Netns, address: str, port: int, label: str, tls: ssl.SSLContext | None
     ) -> None:
         sock = self.sockets.make(ns.fd, address=(address, port), listen=True)
-        server = _Server(sock, label, self.log, tls)
+        server = _Server(sock, label, self.log, tls, str(self.git_root))
         threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
 
         def close() -> None:
@@ -368,6 +440,7 @@ class RunNet:
             "HOME": "/nonexistent",
             **proxy_environment(),
             "SSL_CERT_FILE": str(self.lab.ca.path),
+            "GIT_SSL_CAINFO": str(self.lab.ca.path),
             **extra,
         }
 

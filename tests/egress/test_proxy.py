@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import textwrap
+from pathlib import Path
 
 import pytest
 from roboz_helper.egress.report import MAX_LISTED, NetworkReport
@@ -503,3 +504,15 @@ def test_each_run_has_its_own_counters(lab: Lab) -> None:
     assert one.connections == 1 and one.refusals == ()
     assert two.connections == 0 and _reasons(two) == [("files.remote.test", 80, "not-allowed")]
     assert two.refusals[0].text(two.policy).endswith("is not allowed by policy 'b'")
+
+
+def test_git_over_https_through_the_proxy(lab: Lab, tmp_path: Path) -> None:
+    lab.log.take()
+    clone = tmp_path / "clone"
+    with lab.run(["files.remote.test:443"]) as run:
+        result = run.sh(f"git clone -q https://files.remote.test/git/repo.git {clone} "
+                        f"&& cat {clone}/README")  # fmt: skip
+        report = run.finish()
+    assert _ok(result) == "served through the proxy\n"
+    assert report.refusals == () and report.connections >= 1
+    assert {peer for _, peer in _connections(lab)} == {WORLD_ADDRESS}
