@@ -7,6 +7,7 @@ which only asks the kernel for a route to a documentation address (RFC 5737 / 38
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,7 +70,8 @@ def host_listeners(tmp_path: Path) -> Iterator[dict[str, object]]:
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("127.0.0.1", 0))
     udp.setblocking(False)
-    abstract = f"roboz-test-{tmp_path.name}"
+    # The abstract namespace is the whole host's: tmp_path.name repeats across xdist workers.
+    abstract = f"roboz-test-{os.getpid()}-{tmp_path.name}"
     ab = socket.socket(socket.AF_UNIX)
     ab.bind("\0" + abstract)
     ab.listen()
