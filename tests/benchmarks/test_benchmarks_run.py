@@ -61,3 +61,15 @@ def test_runs_benchmark_prints_shared_against_separate_agents() -> None:
     assert done.returncode == 0, done.stderr
     for figure in ("50 concurrent ainvoke, in memory:", "persisted to one store:"):
         assert figure in done.stdout
+
+
+def test_server_benchmark_prints_latency_load_and_get_figures() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "bench_server", "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    for figure in ("200 clients: p50", "0 error(s), 0 client(s) with lost", "bare ASGI handler:"):
+        assert figure in done.stdout

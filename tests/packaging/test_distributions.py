@@ -41,7 +41,7 @@ def test_the_library_needs_only_the_protocol_and_the_daemon_is_an_extra() -> Non
     library = project(ROOT / "pyproject.toml")
     # The old `helper` extra is gone; the library's extras are optional features only.
     extras = sorted(library.get("optional-dependencies", {}))  # type: ignore[call-overload]
-    assert extras == ["durable", "mcp", "otel", "postgres"]
+    assert extras == ["durable", "mcp", "otel", "postgres", "server"]
     # The daemon's console script comes with the helper distribution, not the library.
     assert library["scripts"] == {"roboz": "roboz.cli.app:main"}
     assert helper["scripts"] == {"roboz-helper": "roboz_helper.cli:main"}

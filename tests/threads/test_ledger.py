@@ -71,6 +71,8 @@ def test_version_2_store_migrates(tmp_path: Path) -> None:
     with sqlite3.connect(path) as raw:
         raw.execute("DROP TABLE snapshots")
         raw.execute("DROP TABLE memory_versions")
+        for table in ("pins", "ratings", "api_tokens"):  # version 4's
+            raw.execute(f"DROP TABLE {table}")
         raw.execute("PRAGMA user_version = 2")
     with SQLiteThreadStore(path) as store:
         assert store.list_snapshots("p") == []

@@ -99,6 +99,8 @@ def test_a_schema_from_before_the_ledger_is_migrated_keeping_its_threads(
         thread = store.create_thread(org_id="o", created_by="u", messages=[AgentMessage.text("hi")])
     with psycopg.connect(postgres_cluster.url, autocommit=True) as raw:  # as version 1 left it
         raw.execute(f'DROP TABLE "{schema}".snapshots, "{schema}".memory_versions')  # type: ignore[arg-type]
+        # and version 3's (the thread API's) too
+        raw.execute(f'DROP TABLE "{schema}".pins, "{schema}".ratings, "{schema}".api_tokens')  # type: ignore[arg-type]
     _set_version(postgres_cluster.url, schema, 1)
     with pytest.raises(SchemaVersionError, match=f"version 1, this RoboZ needs {SCHEMA_VERSION}"):
         PostgresThreadStore(postgres_cluster.url, schema=schema)

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from roboz.cli import env, inventory, mcp, scaffold, scripts, threads, worker
+from roboz.cli import env, inventory, mcp, scaffold, scripts, serve, threads, threads_api, worker
 from roboz.cli.base import App, DebugOption, debug_enabled, set_debug
 from roboz.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError
 
@@ -25,6 +25,8 @@ app.add_typer(scaffold.skill_app, name="skill")
 app.add_typer(scripts.app, name="scripts")
 app.add_typer(mcp.app, name="mcp")
 app.add_typer(threads.app, name="threads")
+threads_api.register(threads.app)
+app.add_typer(serve.app, name="serve")
 app.command("worker")(worker.worker)
 
 

@@ -15,7 +15,10 @@ import typer
 from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
 
-app = App(help="Manage thread stores shared through PostgreSQL.")
+app = App(
+    help="Threads: migrate a PostgreSQL thread store, or work with the threads of a "
+    "roboz serve (--url http://...)."
+)
 
 URL_HELP = (
     "The PostgreSQL database: a libpq URL or conninfo string, e.g. "

@@ -7,8 +7,11 @@ that records RoboZ agent runs into threads.
 
 from typing import TYPE_CHECKING
 
+from roboz.threads._access import ThreadPage
 from roboz.threads._ledger import MemoryVersion, RunInfo, SnapshotRecord, TailRow
 from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
+from roboz.threads._tokens import ApiTokenInfo
+from roboz.threads.access import AccessStore, CallerThreads, ThreadRating, api_delta, api_view
 from roboz.threads.backend import LibrarianLedger, ThreadStore
 from roboz.threads.bridge import ThreadRecorder
 from roboz.threads.compression import (
@@ -49,6 +52,7 @@ from roboz.threads.errors import (
     ThreadBusyError,
     ThreadError,
     ThreadNotFoundError,
+    ThreadPermissionError,
     ThreadReadOnlyError,
     ThreadStoreError,
     UnencodableTextError,
@@ -63,6 +67,7 @@ from roboz.threads.event import (
     AgentToolResultEvent,
     AgentToolUseEvent,
 )
+from roboz.threads.identity import Caller, can_change, can_read
 from roboz.threads.postgres import PostgresThreadStore
 from roboz.threads.record import (
     AgentMessage,
@@ -93,11 +98,14 @@ if TYPE_CHECKING:
     # psycopg is imported when a PostgresThreadStore is made, not here.
     _postgres_store_fits_the_interface: type[ThreadStore] = PostgresThreadStore
     _postgres_store_keeps_the_ledger: type[LibrarianLedger] = PostgresThreadStore
+    _sqlite_store_serves_the_api: type[AccessStore] = SQLiteThreadStore
+    _postgres_store_serves_the_api: type[AccessStore] = PostgresThreadStore
 
 
 __all__ = [
     "AGENT_CONTENT_MODEL_BY_TYPE",
     "FILLER_TEXT",
+    "AccessStore",
     "AgentClientContextEntry",
     "AgentCompressionFillerContent",
     "AgentContent",
@@ -126,6 +134,9 @@ __all__ = [
     "AgentToolUseContent",
     "AgentToolUseEvent",
     "AnalysisScope",
+    "ApiTokenInfo",
+    "Caller",
+    "CallerThreads",
     "ClientToolSpec",
     "ClientViewingContext",
     "CompressionError",
@@ -153,6 +164,9 @@ __all__ = [
     "ThreadError",
     "ThreadNotFoundError",
     "ThreadOrigin",
+    "ThreadPage",
+    "ThreadPermissionError",
+    "ThreadRating",
     "ThreadReadOnlyError",
     "ThreadRecorder",
     "ThreadStore",
@@ -160,6 +174,10 @@ __all__ = [
     "ThreadVisibility",
     "UnencodableTextError",
     "UnmappedContentTypeError",
+    "api_delta",
+    "api_view",
+    "can_change",
+    "can_read",
     "compressed_view",
     "deletion_pass",
     "model_facing_blocks",

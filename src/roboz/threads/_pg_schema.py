@@ -96,6 +96,36 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (project, version)
     )
     """,
+    # What the thread API keeps per person (as SQLite's version 4): pins, ratings, and the
+    # bearer tokens of `roboz serve` (a hash of each secret only).
+    """
+    CREATE TABLE pins (
+        user_id TEXT COLLATE "C" NOT NULL,
+        thread_id TEXT COLLATE "C" NOT NULL REFERENCES threads (thread_id) ON DELETE CASCADE,
+        pinned_at TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (user_id, thread_id)
+    );
+    CREATE INDEX pins_by_thread ON pins (thread_id);
+    CREATE TABLE ratings (
+        thread_id TEXT COLLATE "C" NOT NULL REFERENCES threads (thread_id) ON DELETE CASCADE,
+        user_id TEXT COLLATE "C" NOT NULL,
+        seq INTEGER NOT NULL,
+        rating TEXT NOT NULL,
+        comment TEXT,
+        created TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (thread_id, user_id, seq)
+    );
+    CREATE TABLE api_tokens (
+        token_id TEXT COLLATE "C" PRIMARY KEY,
+        secret_hash TEXT NOT NULL,
+        user_id TEXT COLLATE "C" NOT NULL,
+        org_id TEXT COLLATE "C" NOT NULL,
+        admin INTEGER NOT NULL DEFAULT 0,
+        label TEXT,
+        created TEXT COLLATE "C" NOT NULL,
+        revoked TEXT
+    )
+    """,
 )
 """Migration N (from index 0) takes the schema from version N to N + 1. Append, never edit."""
 

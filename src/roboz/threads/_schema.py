@@ -6,7 +6,7 @@ import sqlite3
 
 from roboz.threads.errors import SchemaVersionError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA_V1 = """
 CREATE TABLE threads (
@@ -105,6 +105,39 @@ snapshot or memory version stays as a tombstone, so what retention removed is ne
 again."""
 
 
+_V3_TO_V4 = """
+CREATE TABLE pins (
+    user_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL REFERENCES threads (thread_id) ON DELETE CASCADE,
+    pinned_at TEXT NOT NULL,
+    PRIMARY KEY (user_id, thread_id)
+) WITHOUT ROWID;
+CREATE INDEX pins_by_thread ON pins (thread_id);
+CREATE TABLE ratings (
+    thread_id TEXT NOT NULL REFERENCES threads (thread_id) ON DELETE CASCADE,
+    user_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    rating TEXT NOT NULL,
+    comment TEXT,
+    created TEXT NOT NULL,
+    PRIMARY KEY (thread_id, user_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE api_tokens (
+    token_id TEXT PRIMARY KEY,
+    secret_hash TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    org_id TEXT NOT NULL,
+    admin INTEGER NOT NULL DEFAULT 0,
+    label TEXT,
+    created TEXT NOT NULL,
+    revoked TEXT
+) WITHOUT ROWID
+"""
+"""Version 4 adds what the thread API keeps per person: personal pins, ratings (of a thread,
+``seq`` -1, or of one message) and the bearer tokens of ``roboz serve`` (only a hash of each
+secret is stored)."""
+
+
 def _run(conn: sqlite3.Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
@@ -141,6 +174,9 @@ def ensure_schema(conn: sqlite3.Connection, path: object) -> None:
         version = 2
     if version == 2:
         _run(conn, _V2_TO_V3)
+        version = 3
+    if version == 3:
+        _run(conn, _V3_TO_V4)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -70,3 +70,8 @@ class ThreadBusyError(ThreadError):
 
 class ThreadStoreError(ThreadError):
     """The store's database cannot be used (corrupt, not a database, read-only, ...)."""
+
+
+class ThreadPermissionError(ThreadError, PermissionError):
+    """The caller may read the thread but not do this to it (only its creator or an admin of
+    its organization may change it)."""

@@ -27,11 +27,13 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, LiteralString, cast
 
+from roboz.threads._access import AccessMixin
 from roboz.threads._base import ThreadStoreBase
 from roboz.threads._ledger import LedgerMixin
 from roboz.threads._pg_schema import SCHEMA_VERSION, check_version, migrate, read_version
 from roboz.threads._runs import on_this_host
 from roboz.threads._sql import Conn, Cursor
+from roboz.threads._tokens import TokenMixin
 from roboz.threads.errors import SchemaVersionError, ThreadStoreError
 
 if TYPE_CHECKING:
@@ -150,7 +152,7 @@ def connect(url: str, where: str) -> psycopg.Connection[Any]:
     return raw
 
 
-class PostgresThreadStore(ThreadStoreBase, LedgerMixin):
+class PostgresThreadStore(ThreadStoreBase, LedgerMixin, AccessMixin, TokenMixin):
     """Threads, messages, tasks, goals, compressed variants, run leases and the Librarian's
     ledger in PostgreSQL.
 
@@ -158,6 +160,9 @@ class PostgresThreadStore(ThreadStoreBase, LedgerMixin):
     ``host=/run/postgresql dbname=roboz``); ``schema`` is the PostgreSQL schema holding the
     tables. The schema must exist at this RoboZ's version: run ``roboz threads migrate``.
     """
+
+    _visibility_sql = "(t.meta::json ->> 'visibility')"
+    _ilike = "ILIKE"
 
     def __init__(self, url: str, *, schema: str = "roboz", read_only: bool = False) -> None:
         if not re.fullmatch(r"[a-z_][a-z0-9_]*", schema):

@@ -10,16 +10,18 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from roboz.threads._access import AccessMixin
 from roboz.threads._base import ThreadStoreBase, extension
 from roboz.threads._ledger import LedgerMixin
 from roboz.threads._schema import check_schema_readable, ensure_schema
 from roboz.threads._sqlite import Connections
+from roboz.threads._tokens import TokenMixin
 from roboz.threads.errors import SchemaVersionError, ThreadStoreError
 
 __all__ = ["SQLiteThreadStore", "extension"]
 
 
-class SQLiteThreadStore(ThreadStoreBase, LedgerMixin):
+class SQLiteThreadStore(ThreadStoreBase, LedgerMixin, AccessMixin, TokenMixin):
     """Threads, messages, tasks, goals and compressed variants in one SQLite file."""
 
     def __init__(
