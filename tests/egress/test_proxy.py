@@ -146,6 +146,14 @@ RAW = (
     "print(s.recv(300)); sys.exit(1)'"
 )
 
+# A SOCKS5 request with another command than CONNECT (%d: 2 BIND, 3 UDP ASSOCIATE).
+SOCKS = (
+    'python3 -c \'import socket,sys; s=socket.create_connection(("127.0.0.1",3128)); '
+    's.sendall(b"\\x05\\x01\\x00"); s.recv(2); '
+    's.sendall(b"\\x05\\x0%d\\x00\\x03\\x11files.remote.test\\x00\\x35"); '
+    "print(s.recv(10)); sys.exit(1)'"
+)
+
 # Each case: the allowlist, a command run in the run's namespace (it must fail), and the
 # refusal the proxy must report (host, port, reason).
 REFUSED = [
@@ -264,7 +272,15 @@ REFUSED = [
         "curl -sS --fail --proxy socks4a://127.0.0.1:3128 http://files.remote.test/",
         ("", 0, "unsupported"),
     ),
-]
+    ("socks-udp-associate", ["files.remote.test"], SOCKS % 3, ("files.remote.test", 53, "unsupported")),
+    ("socks-bind", ["files.remote.test"], SOCKS % 2, ("files.remote.test", 53, "unsupported")),
+    ("garbage", ["files.remote.test"], RAW % "\\x16\\x03\\x01 not a request", ("", 0, "malformed")),
+    # Allowed, but nothing there: reported, and nothing connects.
+    ("unknown-name", ["*.remote.test"], "curl -sS --fail http://nothing.remote.test/",
+     ("nothing.remote.test", 80, "unresolved")),
+    ("nothing-listening", ["files.remote.test"], "curl -sS --fail http://files.remote.test:81/",
+     ("files.remote.test", 81, "unreachable")),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -516,3 +532,21 @@ def test_git_over_https_through_the_proxy(lab: Lab, tmp_path: Path) -> None:
     assert _ok(result) == "served through the proxy\n"
     assert report.refusals == () and report.connections >= 1
     assert {peer for _, peer in _connections(lab)} == {WORLD_ADDRESS}
+
+
+def test_a_connection_that_never_asks_is_closed_and_reported(lab: Lab) -> None:
+    with lab.run(["files.remote.test"], handshake_timeout_s=0.5) as run:
+        got = _python(
+            run,
+            """
+            import json, socket, time
+            s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+            s.sendall(b"CONNECT files.remote.test:80 HTTP/1.1\\r\\n")  # never finished
+            print(json.dumps({"answer": s.recv(100).decode()}))
+        """,
+        )
+        report = run.finish()
+    assert got == {"answer": ""}  # closed, no answer
+    assert [(r.reason, r.detail) for r in report.refusals] == [
+        ("malformed", "the handshake did not complete in time")
+    ]

@@ -168,17 +168,11 @@ class EgressSession:
                 await tunnel.done
         except Refused as exc:
             self._refuse(exc.refusal)
+        except TimeoutError:  # before OSError, of which it is a subclass
+            late = "the handshake did not complete in time"
+            self._refuse(Refusal(host="", port=0, reason="malformed", detail=late))
         except (Closed, OSError):
             pass
-        except TimeoutError:
-            self._refuse(
-                Refusal(
-                    host="",
-                    port=0,
-                    reason="malformed",
-                    detail="the handshake did not complete in time",
-                )
-            )
         finally:
             self._open -= 1
             if not handed_over:
