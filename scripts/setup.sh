@@ -26,6 +26,9 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_apt+=(postgresq
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v curl >/dev/null || need_apt+=(curl)
 command -v git >/dev/null || need_apt+=(git)
+# The web UI's browser tests drive Debian's Chromium (Playwright with executable_path; the
+# suite never downloads a browser of its own).
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         echo "setup: installing ${need_apt[*]}"
@@ -74,3 +77,16 @@ for v in "${versions[@]}"; do
     fi
     ROBOZ_HELPER_REQUIRE_INIT=1 UV_PROJECT_ENVIRONMENT=$venv "${uv_cmd[@]}" sync --quiet --locked --dev --python "$py"
 done
+
+# The AG-UI test drives `roboz serve` with the real @ag-ui/client from npm, installed from its
+# lock into the test's own folder; `npm ci` runs again only when the lock is newer.
+agui=tests/server/agui/node
+if command -v npm >/dev/null; then
+    if [ ! -f "$agui/node_modules/.package-lock.json" ] \
+        || [ "$agui/package-lock.json" -nt "$agui/node_modules/.package-lock.json" ]; then
+        echo "setup: installing the AG-UI test's npm packages"
+        (cd "$agui" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    fi
+else
+    echo "setup: please install Node.js 20 and npm (the AG-UI client test needs them)" >&2
+fi

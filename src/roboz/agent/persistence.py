@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex, cast
 from pydantic import TypeAdapter
 
 from roboz.agent.client_tools import ClientToolError
-from roboz.agent.errors import AgentConfigurationError
+from roboz.agent.errors import AgentCancelledError, AgentConfigurationError
 from roboz.models import Message, Role
 from roboz.runtime.events import (
     Event,
@@ -403,14 +403,23 @@ def persisted_conversation(
         store.close_run(lease, AgentThreadStatus.CLIENT_TOOL_TURN)
         raise
     except BaseException as error:
+        # A cancelled run says so in the thread (code and status), so user interfaces can
+        # tell "stopped" from "failed".
+        cancelled = isinstance(error, AgentCancelledError)
+        ended = AgentMessageStatus.CANCELLED if cancelled else AgentMessageStatus.FAILED
         draft = conversation.draft
         if draft is not None:  # the run broke off while a reply streamed
             with contextlib.suppress(Exception):
-                store.append_blocks(thread_id, draft, [], AgentMessageStatus.FAILED)
+                store.append_blocks(thread_id, draft, [], ended)
         notice = AgentMessage(
             role=AgentRole.ROBOTO,
-            content=[AgentErrorContent(error_message=f"{type(error).__name__}: {error}")],
-            status=AgentMessageStatus.FAILED,
+            content=[
+                AgentErrorContent(
+                    error_message=f"{type(error).__name__}: {error}",
+                    error_code="cancelled" if cancelled else None,
+                )
+            ],
+            status=ended,
         )
         store.close_run(lease, AgentThreadStatus.USER_TURN, notice)
         raise

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from roboz.agent import Agent
 from roboz.server import routes_stream, routes_threads, routes_turns
 from roboz.server.errors import install_error_handlers
+from roboz.server.frontends import mount_frontends
 from roboz.server.hub import ThreadHub
 from roboz.server.state import ServerState
 from roboz.server.turns import TurnManager
@@ -119,6 +120,7 @@ def create_app(
     app.include_router(routes_threads.router)
     app.include_router(routes_turns.router)
     app.include_router(routes_stream.router)
+    mount_frontends(app)
 
     @app.get("/v1/health", tags=["server"], summary="Liveness (no token needed)")
     async def health() -> dict[str, Any]:  # pyright: ignore[reportUnusedFunction]

@@ -32,6 +32,7 @@ class TurnManager:
 
     def __init__(self, store: Any, changed: Callable[[str], None]) -> None:
         self._store = cast(ThreadStore, NotifyingStore(store, changed))
+        self._changed = changed
         self._runs: dict[str, AgentRun] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.accepting = True
@@ -94,6 +95,8 @@ class TurnManager:
         self._tasks.discard(task)
         if self._runs.get(thread_id) is run:
             del self._runs[thread_id]
+        # Streams that end with the turn (AG-UI runs) hear of it, not only of its writes.
+        self._changed(thread_id)
         if task.cancelled():
             return
         error = task.exception()
