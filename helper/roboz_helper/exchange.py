@@ -44,7 +44,9 @@ class RunRecord:
         self.run_id = run_id
         self.started = time.monotonic()
 
-    def __call__(self, status: str, level: int = logging.INFO, **outcome: object) -> None:
+    def __call__(
+        self, status: protocol.Status, level: int = logging.INFO, **outcome: object
+    ) -> None:
         peer = self.client.peer
         log.log(
             level,

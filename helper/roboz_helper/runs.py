@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 import shlex
-from typing import Any, TypeGuard, get_args
+from typing import Any, get_args
 
 from roboz_helper.file_policy import FilePolicy, FilePolicyError, check_file_policy
 from roboz_helper.policy import NUMERIC_LIMITS, Profile, run_as_ids
@@ -12,16 +12,8 @@ from roboz_helper.protocol import ExecCommand, Limits, RunCompletion, RunScript
 from roboz_helper.run_states import Limit, RunStatus
 from roboz_helper.sandbox import SandboxOutcome, SandboxSpec
 
-_STATUSES: frozenset[str] = frozenset(get_args(RunStatus))
-_LIMITS: frozenset[str | None] = frozenset(get_args(Limit))
-
-
-def _is_status(value: str) -> TypeGuard[RunStatus]:
-    return value in _STATUSES
-
-
-def _is_limit(value: str | None) -> TypeGuard[Limit]:
-    return value in _LIMITS
+_STATUSES: frozenset[RunStatus] = frozenset(get_args(RunStatus))
+_LIMITS: frozenset[Limit] = frozenset(get_args(Limit))
 
 
 class RunRefused(ValueError):
@@ -102,13 +94,12 @@ def build_spec(
 
 
 def completion_of(outcome: SandboxOutcome) -> RunCompletion:
-    """Map a sandbox outcome to the wire; an unknown status must not break strict clients."""
-    status: RunStatus = "failed"
-    diagnostic = outcome.diagnostic
-    if _is_status(outcome.status):
-        status = outcome.status
-    else:
-        diagnostic = f"sandbox reported unknown status {outcome.status!r}: {diagnostic}"
+    """Map a sandbox outcome to the wire. The outcome is typed, but a value outside its
+    vocabulary must still not reach strict clients (they would refuse the frame)."""
+    status, diagnostic, limit = outcome.status, outcome.diagnostic, outcome.limit
+    if status not in _STATUSES:
+        diagnostic = f"sandbox reported unknown status {status!r}: {diagnostic}"
+        status = "failed"
     return RunCompletion(
         status=status,
         exit_code=outcome.exit_code,
@@ -117,7 +108,7 @@ def completion_of(outcome: SandboxOutcome) -> RunCompletion:
         wall_time_s=float(outcome.wall_time_s),
         cpu_time_s=float(outcome.cpu_time_s),
         peak_memory_bytes=int(outcome.peak_memory_bytes),
-        limit=outcome.limit if _is_limit(outcome.limit) else None,
+        limit=limit if limit in _LIMITS else None,
     )
 
 

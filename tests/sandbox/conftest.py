@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from roboz_helper.sandbox import SandboxOutcome, SandboxSpec, run_in_sandbox
 
+from . import c_driver as _c_driver
+
 RUN_UID = 65534  # nobody
 RUN_GID = 65534
 _counter = itertools.count()
@@ -122,3 +124,9 @@ def sandbox(needs_root: None, tmp_path: Path, request: pytest.FixtureRequest) ->
     scripts = tmp_path / "scripts"
     scripts.mkdir()
     yield Sandbox(workspace, scripts, warm=request.param == "warm")
+
+
+@pytest.fixture(scope="session")
+def c_driver(tmp_path_factory: pytest.TempPathFactory) -> _c_driver.Driver:
+    """sandbox-init's own procedures, one call per process (c_driver.c)."""
+    return _c_driver.build(tmp_path_factory.mktemp("c_driver"))

@@ -199,14 +199,13 @@ class RunCgroup:
             self.dirs = {ctrl: os.path.join(base, name) for ctrl, base in be.bases.items()}
 
     @classmethod
-    def create(
-        cls, run_id: str, pids_max: int, memory_max: int, owner: str | None = None
-    ) -> RunCgroup | None:
-        """Make the run's cgroup, named ``<owner tag><run_id>`` (owner: this process)."""
+    def create(cls, name: str, pids_max: int, memory_max: int) -> RunCgroup | None:
+        """Make a run's cgroup (named ``<owner tag><run_id>``, see owner_tag) with these
+        limits; None without a usable hierarchy."""
         be = backend()
         if be is None:
             return None
-        cg = cls(be, (owner if owner is not None else owner_tag()) + run_id)
+        cg = cls(be, name)
         try:
             for d in cg.dirs.values():
                 os.mkdir(d, 0o755)
@@ -215,10 +214,6 @@ class RunCgroup:
             cg.remove()
             raise
         return cg
-
-    @classmethod
-    def create_named(cls, name: str, pids_max: int, memory_max: int) -> RunCgroup | None:
-        return cls.create("", pids_max, memory_max, owner=name)
 
     @classmethod
     def existing(cls, name: str) -> RunCgroup | None:

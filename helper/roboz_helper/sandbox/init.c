@@ -2,24 +2,30 @@
  *
  * Why C: pid 1 and the run process used to be forks of the zygote's Python heap, and every
  * object a forked Python process touches dirties (copies) its page: ~1,500 copy-on-write
- * faults and 6-7 ms of CPU per run, more than a whole bwrap launch. The Python side (child.py)
- * still builds the namespaces and the root filesystem; it then executes this program, which
- * keeps the namespaces, root and working directory, starts from a tiny address space, and
- * does what is left: prepare the run process, wait for the request, start the run, drop every
- * privilege of its own, reap, report. It is statically linked (nothing of the sandbox's /usr
- * is loaded) and executed through a descriptor opened before the root was built.
+ * faults and 6-7 ms of CPU per run, more than a whole bwrap launch. This program starts from
+ * a tiny address space, statically linked (nothing of the sandbox's /usr is loaded), and does
+ * everything after the pid namespace exists: the other namespaces and the root (init_root.c),
+ * the run process, the privilege drop of both (drop_privileges), reaping, the report. Python
+ * only plans it (init_wire.encode_config and encode_request) and sends the plan as data.
  *
  * Descriptors at start (executed in direct mode, forked by the fork server in zygote mode,
- * see fork_server.c): 0-2 as inherited, 3 the request socket, 4 the configuration (read to
- * EOF), 5 the "alive" pipe (EOF: the process that started pid 1 is gone).
- * Wire formats (little endian, strings as u32 length + bytes; see sandbox/init_wire.py):
- *   configuration: "RZI1" u32 uid, u32 gid, u8 rootless, u8 prepare_run, str workdir,
- *                  u32 n, n x 8 bytes of the seccomp filter
+ * see fork_server.c): 0-2 as inherited, 3 the request socket, 4 the configuration (a sealed
+ * memfd, read with pread), 5 the "alive" pipe (EOF: the process that started pid 1 is gone),
+ * 6 the set-up pipe of a pid 1 that reports (init_wire.spawn), 7.. the pooled cgroup's join
+ * files.
+ * Wire formats (little endian; str = u32 length + bytes, strs = u32 count + count x str,
+ * links = u32 count + count x (str path, str target), binds = u32 count + count x (str, u32)):
+ *   configuration: "RZI2", u32 uid, u32 gid, u8 rootless, u8 prepare_run, u8 report,
+ *                  u8 loopback, u32 npool, str workdir, u32 n + n x 8 bytes of seccomp filter,
+ *                  str hostname, u64 root size, u64 tmp size, u64 tmp inodes,
+ *                  u32 system attrs, u32 device attrs, u32 /dev attrs, links symlinks,
+ *                  binds system, binds binds, strs devices, links /dev links, strs /proc
+ *                  read-only (read_config)
  *   request:       u32 length with SCM_RIGHTS [stdout, stderr, set-up, status, cgroup joins...],
  *                  then: u8 in_cgroup, u32 n, n x (u32 resource, u64 soft, u64 hard),
- *                  str exec path, u32 argc, argc x str, u32 envc, envc x str,
- *                  str script path (empty: none), str script bytes,
- *                  then (optional) the file view: u32 n, n x (u8 kind, str path, u64 dev, u64 ino)
+ *                  str exec path, strs argv, strs env, then (optional) str script path
+ *                  (empty: none), str script bytes, then (optional) the file view:
+ *                  u32 n, n x (u8 kind, str path, u64 dev, u64 ino) (receive)
  * Status written to the status pipe: i32 wait status, i64 CPU us, i64 peak RSS bytes.
  * Every failure is written to the set-up pipe as "stage: message" before _exit(127).
  */
@@ -39,19 +45,12 @@
 #define MAX_FDS 16
 #define MAX_REQUEST (16u << 20)
 
-#ifndef SYS_close_range
-#define SYS_close_range 436
-#endif
-#define MOUNT_ATTR_RDONLY 0x1
-#define MOUNT_ATTR_NOSUID 0x2
-#define MOUNT_ATTR_NODEV 0x4
 #define KEYCTL_JOIN_SESSION_KEYRING 1
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
 #endif
-/* securebits NOROOT, NO_SETUID_FIXUP, KEEP_CAPS (off) and NO_CAP_AMBIENT_RAISE, all locked
- * (privileges.LOCKED_SECUREBITS) */
+/* securebits NOROOT, NO_SETUID_FIXUP, KEEP_CAPS (off) and NO_CAP_AMBIENT_RAISE, all locked */
 #define LOCKED_SECUREBITS ((1 << 0) | (1 << 1) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7))
 
 struct config {
@@ -236,18 +235,18 @@ static char **take_counted_strs(struct cursor *c, uint32_t *n) {
     return take_strs(c);
 }
 
-/* The configuration (init_wire.encode_config), from the memfd at CONFIG_FD. */
-static int read_config(void) {
+/* The configuration (init_wire.encode_config), from the memfd ``fd`` (closed here). */
+static int read_config(int fd) {
     struct stat st;
-    if (fstat(CONFIG_FD, &st) < 0 || st.st_size <= 0 || st.st_size > (16 << 20))
+    if (fstat(fd, &st) < 0 || st.st_size < 4 || st.st_size > (16 << 20))
         return fail("the configuration");
     uint8_t *buf = malloc((size_t)st.st_size);
-    if (!buf || pread(CONFIG_FD, buf, (size_t)st.st_size, 0) != st.st_size)
+    if (!buf || pread(fd, buf, (size_t)st.st_size, 0) != st.st_size)
         return fail("reading the configuration");
-    close(CONFIG_FD);
+    close(fd);
     struct cursor c = {buf, (size_t)st.st_size, 1};
     errno = 0;
-    if (memcmp(buf, "RZI2", 4) != 0) return fail("not a sandbox-init configuration");
+    if (memcmp(buf, CONFIG_MAGIC, 4) != 0) return fail("not a sandbox-init configuration");
     take(&c, 4);
     cfg.uid = (uint32_t)take(&c, 4);
     cfg.gid = (uint32_t)take(&c, 4);
@@ -265,7 +264,6 @@ static int read_config(void) {
     c.left -= (size_t)n * 8;
     struct root_plan *r = &cfg.root;
     r->hostname = take_str(&c);
-    r->template = take_str(&c);
     r->root_size = take(&c, 8);
     r->tmp_size = take(&c, 8);
     r->tmp_inodes = take(&c, 8);
@@ -353,7 +351,7 @@ static int receive(int sock, struct request *req) {
 
 /* ------------------------------------------------------------------ privileges ----------- */
 
-static int write_file(const char *path, const char *text) {
+int write_file(const char *path, const char *text) {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     ssize_t n = write(fd, text, strlen(text)); /* one write(2): kernel control files */
@@ -364,14 +362,17 @@ static int write_file(const char *path, const char *text) {
 }
 
 static int lock_securebits(void) {
+    if (prctl(PR_GET_SECUREBITS, 0, 0, 0, 0) == LOCKED_SECUREBITS) return 0;
     CHECK(prctl(PR_SET_SECUREBITS, LOCKED_SECUREBITS, 0, 0, 0), "locking securebits");
     return 0;
 }
 
 static int drop_bounding_set(void) {
-    for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++)
-        CHECK(prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "dropping the bounding set");
-    return 0;
+    for (int cap = 0;; cap++) {
+        int held = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+        if (held < 0) return 0; /* past the last capability this kernel knows */
+        if (held) CHECK(prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "dropping the bounding set");
+    }
 }
 
 /* All five capability sets read back from the kernel: anything left is an error. */
@@ -394,44 +395,55 @@ static int verify_no_capabilities(void) {
     return 0;
 }
 
-static int clear_capabilities(void) {
+static int refuse_root(void) {
+    errno = 0;
+    return fail("refusing to run as uid 0");
+}
+
+/* Who drops: a run process (cold or prepared) before its exec, or pid 1 once the run has
+ * exec'd. */
+enum dropper { RUN_PROCESS, PID1 };
+
+/* The one way a process of the sandbox gives up root. The order is bubblewrap's (its
+ * drop_cap_bounding_set, then drop_privs: the uid, then every capability), with securebits
+ * locked first and no_new_privs last, because each step needs what a later one takes away:
+ *  1. securebits locked (NOROOT, NO_SETUID_FIXUP, NO_CAP_AMBIENT_RAISE; KEEP_CAPS off): from
+ *     here neither an id change nor an exec can hand a capability back (needs CAP_SETPCAP);
+ *  2. the bounding set emptied, so nothing executed later gains a capability from a file
+ *     (needs CAP_SETPCAP: before the capability sets are cleared);
+ *  3. supplementary groups, gid, then uid (setgroups and setresgid need CAP_SETGID,
+ *     setresuid CAP_SETUID), each read back;
+ *  4. uid or gid 0 refused, whatever the configuration said: validated in the helper
+ *     already, checked again here, after the switch, for every process that drops;
+ *  5. the capability sets cleared (steps 1-3 needed them), ambient first, and read back;
+ *  6. no_new_privs, which the seccomp filter the caller installs next requires.
+ * Rootless, setgroups is denied in the user namespace, and pid 1 keeps its ids: it is 0 of a
+ * user namespace made by an unprivileged helper, mapped onto that helper's own uid and
+ * nothing else (its run process becomes the configured ids in a nested namespace). */
+static int drop_privileges(enum dropper who) {
+    int keep_ids = cfg.rootless && who == PID1;
+    if (!keep_ids && (cfg.uid == 0 || cfg.gid == 0)) return refuse_root();
+    if (lock_securebits() < 0 || drop_bounding_set() < 0) return -1;
+    if (!keep_ids) {
+        if (!cfg.rootless) CHECK(setgroups(0, NULL), "setgroups");
+        CHECK(setresgid(cfg.gid, cfg.gid, cfg.gid), "setresgid");
+        CHECK(setresuid(cfg.uid, cfg.uid, cfg.uid), "setresuid");
+        uid_t r, e, s;
+        gid_t rg, eg, sg;
+        if (getresuid(&r, &e, &s) < 0 || getresgid(&rg, &eg, &sg) < 0) return fail("getresuid");
+        if (r != cfg.uid || e != cfg.uid || s != cfg.uid || rg != cfg.gid || eg != cfg.gid ||
+            sg != cfg.gid) {
+            errno = 0;
+            return fail("uid/gid change did not take effect");
+        }
+        if (r == 0 || e == 0 || s == 0 || rg == 0 || eg == 0 || sg == 0) return refuse_root();
+    }
     struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct data[2];
     memset(data, 0, sizeof data);
     CHECK(prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient caps");
     CHECK(syscall(SYS_capset, &header, data), "capset");
-    return verify_no_capabilities();
-}
-
-static int become(uint32_t uid, uint32_t gid) {
-    uid_t r, e, s;
-    gid_t rg, eg, sg;
-    CHECK(setgroups(0, NULL), "setgroups");
-    CHECK(setresgid(gid, gid, gid), "setresgid");
-    CHECK(setresuid(uid, uid, uid), "setresuid");
-    getresuid(&r, &e, &s);
-    getresgid(&rg, &eg, &sg);
-    if (r != uid || e != uid || s != uid || rg != gid || eg != gid || sg != gid) {
-        errno = 0;
-        return fail("uid/gid change did not take effect");
-    }
-    return 0;
-}
-
-/* privileges.drop_all: securebits, bounding set, ids, capability sets, no_new_privs. */
-static int drop_all(void) {
-    if (lock_securebits() < 0 || drop_bounding_set() < 0) return -1;
-    if (cfg.rootless) { /* setgroups is denied in a rootless user namespace */
-        CHECK(setresgid(cfg.gid, cfg.gid, cfg.gid), "setresgid");
-        CHECK(setresuid(cfg.uid, cfg.uid, cfg.uid), "setresuid");
-    } else if (become(cfg.uid, cfg.gid) < 0) {
-        return -1;
-    }
-    if (cfg.uid == 0 || geteuid() == 0) {
-        errno = 0;
-        return fail("refusing to run as uid 0");
-    }
-    if (clear_capabilities() < 0) return -1;
+    if (verify_no_capabilities() < 0) return -1;
     CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs");
     return 0;
 }
@@ -443,7 +455,8 @@ static int install_filter(void) {
 
 /* ------------------------------------------------------------------ the run process ------ */
 
-/* namespaces.enter_run_user_namespace (rootless): the run is uid/gid in a nested namespace. */
+/* Rootless: the run process makes a nested user namespace in which it becomes the configured
+ * uid/gid (mapped onto pid 1's 0, i.e. the helper's own uid); see namespaces.py. */
 static int enter_run_user_namespace(void) {
     char map[64];
     CHECK(unshare(CLONE_NEWUSER), "unshare(CLONE_NEWUSER)");
@@ -526,7 +539,7 @@ static void close_all_but(int a, int b) {
 
 static void fresh_run(const struct request *req) {
     if (run_setup(req->fds + 4, req->nfds - 4, req->in_cgroup) < 0 || apply_rlimits(req) < 0 ||
-        drop_all() < 0 || join_session_keyring() < 0)
+        drop_privileges(RUN_PROCESS) < 0 || join_session_keyring() < 0)
         report(req->fds[2], "exec", "%s", why());
     run_exec(req, 0);
 }
@@ -536,8 +549,8 @@ static void fresh_run(const struct request *req) {
  * waits on ``sock`` for its part of the request (rlimits, command, descriptors). */
 static void warm_run(int sock, int exec_w) {
     close_all_but(sock < exec_w ? sock : exec_w, sock < exec_w ? exec_w : sock);
-    if (run_setup(NULL, 0, 1) < 0 || drop_all() < 0 || join_session_keyring() < 0 ||
-        chdir(cfg.workdir) < 0 || install_filter() < 0)
+    if (run_setup(NULL, 0, 1) < 0 || drop_privileges(RUN_PROCESS) < 0 ||
+        join_session_keyring() < 0 || chdir(cfg.workdir) < 0 || install_filter() < 0)
         _exit(EXIT_SETUP_FAILED);
     struct request req = {0};
     int got = receive(sock, &req);
@@ -620,7 +633,8 @@ static int mkdirs(const char *dir) {
     }
 }
 
-/* mounts.finish_root: the script's copy into /run/roboz/, then the root skeleton read-only. */
+/* The request's part of the root: the script's copy into /run/roboz/, the file view, then
+ * the root tmpfs read-only. */
 static int finish_root(const struct request *req) {
     if (req->script_path && req->script_path[0]) {
         char dir[4096];
@@ -708,11 +722,10 @@ static void run_init(struct request *req, struct prepared *warm) {
     while (read(exec_r, &byte, 1) < 0 && errno == EINTR) {
     }
     close(exec_r);
-    if ((!cfg.rootless && become(cfg.uid, cfg.gid) < 0) || clear_capabilities() < 0)
-        report(setup_w, "init", "%s", why());
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
-        install_filter() < 0)
-        report(setup_w, "init", "%s", failed_what ? why() : strerror(errno));
+    if (drop_privileges(PID1) < 0) report(setup_w, "init", "%s", why());
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        report(setup_w, "init", "dumpable: %s", strerror(errno));
+    if (install_filter() < 0) report(setup_w, "init", "%s", why());
     close(setup_w);
     int st = reap_until(pid);
     kill_and_reap_the_rest();
@@ -729,18 +742,19 @@ static void run_init(struct request *req, struct prepared *warm) {
     _exit(0);
 }
 
-/* A SOCK_SEQPACKET socket at descriptor 3 makes this the fork server (fork_server.c): the
- * mode is not on the command line, which every pid 1 forked from it inherits and the run can
- * read (it must be just "sandbox-init"). A pid 1 executed directly has a stream socket there. */
+/* A SOCK_SEQPACKET socket at descriptor 3 makes this the fork server (zygote mode), a stream
+ * socket the starter of one pid 1 (direct mode); both in fork_server.c. The mode is not on
+ * the command line, which every pid 1 forked from them inherits and the run can read (it must
+ * be just "sandbox-init"). */
 int main(void) {
     int type = 0;
     socklen_t len = sizeof type;
     if (getsockopt(CTRL_FD, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET)
         return serve_forks();
-    return pid1_main();
+    return start_direct();
 }
 
-/* Executed (direct mode) or forked by the fork server, with descriptors 3-7 in place. */
+/* Forked by the fork server or the starter, with descriptors 3-7 in place. */
 int pid1_main(void) {
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* root's alone until the run has its own uid */
     prctl(PR_SET_NAME, "sandbox-init", 0, 0, 0);
@@ -751,7 +765,7 @@ int pid1_main(void) {
         read(ALIVE_FD, &byte, 1) == 0)
         _exit(EXIT_SETUP_FAILED); /* the process that started us is gone */
     close(ALIVE_FD);
-    if (read_config() < 0) _exit(EXIT_SETUP_FAILED);
+    if (read_config(CONFIG_FD) < 0) _exit(EXIT_SETUP_FAILED);
     /* A pid 1 built for its request reports set-up failures on the request's set-up pipe;
      * one prepared ahead of it just exits (the zygote then starts the run cold). */
     int report_fd = cfg.report ? REPORT_FD : -1;
@@ -762,8 +776,9 @@ int pid1_main(void) {
         if (write_all(POOL_FD + i, "0", 1) < 0) report(report_fd, "init", "joining the pool");
         close(POOL_FD + i);
     }
-    /* Before anything untrusted exists: securebits locked, bounding set empty (inherited by
-     * the run; pid 1 never execs again, so it loses nothing). */
+    /* Before anything untrusted exists, the first two steps of drop_privileges: securebits
+     * locked, bounding set empty (inherited by the run; pid 1 never execs again, so it loses
+     * nothing). */
     if (lock_securebits() < 0 || drop_bounding_set() < 0)
         report(report_fd, "init", "%s", why());
     if (report_fd >= 0) close(report_fd);
@@ -776,5 +791,14 @@ int pid1_main(void) {
     if (got < 0 || req.nfds < 4) _exit(EXIT_SETUP_FAILED);
     close(CTRL_FD);
     run_init(&req, have_warm ? &warm : NULL);
+    return 0;
+}
+
+/* In a child of the fork server (whose mount namespace keeps the template): the system
+ * template from the layout in the configuration at ``config_fd``. 0, or why not as an errno
+ * value. */
+int template_main(int config_fd, int replace) {
+    if (read_config(config_fd) < 0 || build_template(&cfg.root, replace) < 0)
+        return failed_errno > 0 && failed_errno < 256 ? failed_errno : EINVAL;
     return 0;
 }

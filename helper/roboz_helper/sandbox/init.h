@@ -1,4 +1,6 @@
-/* sandbox-init: what init.c (pid 1, the run process) and init_root.c (the root) share. */
+/* sandbox-init: what init.c (pid 1, the run process), init_root.c (the root, the template)
+ * and fork_server.c share. The numbers below are also written in Python (init_wire.py,
+ * spec.py, view.py, mounts.py): tests/sandbox/test_shared_constants.py reads both. */
 #ifndef ROBOZ_SANDBOX_INIT_H
 #define ROBOZ_SANDBOX_INIT_H
 
@@ -10,14 +12,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
-#ifndef SYS_mount_setattr
+/* What older C libraries lack: the kernel's values (x86_64's system call table,
+ * linux/mount.h). */
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#define SYS_move_mount 429
+#define SYS_pidfd_open 434
+#define SYS_close_range 436
 #define SYS_mount_setattr 442
 #endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#define MOVE_MOUNT_F_EMPTY_PATH 0x4
+#define MOVE_MOUNT_T_EMPTY_PATH 0x40
+#define MOUNT_ATTR_RDONLY 0x1
+#define MOUNT_ATTR_NOSUID 0x2
+#define MOUNT_ATTR_NODEV 0x4
+#define MOUNT_ATTR_NOEXEC 0x8
+#endif
+#define AT_RECURSIVE_FLAG 0x8000
 
 /* Descriptors of a starting pid 1 (see init.c), and its exit status when set-up fails. */
 #define CTRL_FD 3
@@ -27,9 +46,15 @@
 #define POOL_FD 7
 #define EXIT_SETUP_FAILED 127
 
-/* pid 1 from its start (init.c); the fork server's loop (fork_server.c). */
+/* The configuration's first bytes (init_wire.encode_config, read_config in init.c). */
+#define CONFIG_MAGIC "RZI2"
+
+/* pid 1 from its start (init.c); the fork server's loop (fork_server.c); the system
+ * template from a configuration (init.c: 0, or an errno value). */
 int pid1_main(void);
 int serve_forks(void);
+int start_direct(void);
+int template_main(int config_fd, int replace);
 
 struct mount_attr_arg {
     uint64_t attr_set, attr_clr, propagation, userns_fd;
@@ -39,6 +64,8 @@ struct mount_attr_arg {
 extern const char *failed_what;
 extern int failed_errno;
 int fail(const char *what);
+/* A kernel control file (uid_map, oom_score_adj...) written in one write(2). */
+int write_file(const char *path, const char *text);
 
 #define CHECK(call, what)                                                                  \
     do {                                                                                   \
@@ -54,9 +81,8 @@ struct bind_spec {
     uint64_t attrs;
 };
 
-/* mounts.MountPlan plus the layout constants, as sent by init_wire.encode_config. */
+/* spec.MountPlan plus the layout constants, as sent by init_wire.encode_config. */
 struct root_plan {
-    char *template; /* "" when runs bind every system path themselves */
     char *hostname;
     int loopback;
     uint64_t root_size, tmp_size, tmp_inodes;
@@ -69,8 +95,14 @@ struct root_plan {
 
 /* Namespaces (mount, net, ipc, uts), loopback, the root filesystem, the hostname. */
 int prepare_root(const struct root_plan *plan);
+/* The zygote's system template at TEMPLATE_AT, in the fork server's mount namespace, from
+ * the plan's system layout; template_ready says a pid 1 forked from the server may clone it
+ * (set by the server, inherited by the fork; 0 in a pid 1 that was executed). */
+#define TEMPLATE_AT "/dev/shm"
+extern int template_ready;
+int build_template(const struct root_plan *plan, int replace);
 
-/* The run's file view (mounts.ViewEntry, sandbox/view.py): what the file policy denies is
+/* The run's file view (spec.ViewEntry, planned by view.py): what the file policy denies is
  * masked, what it makes read-only or writable is re-bound so, in the order given. */
 #define VIEW_MASK 1
 #define VIEW_READ_ONLY 2

@@ -1,31 +1,39 @@
-/* sandbox-init, first part: the run's namespaces and root filesystem (see mounts.py for the
- * scheme and why every step is done this way; this is the same procedure, run in pid 1).
+/* sandbox-init, first part: the run's namespaces and root filesystem, and the zygote's system
+ * template. This is the one place the sandbox's mounts are made (Python only plans them:
+ * mounts.plan_mounts), and every mount goes through walk() and bind_into():
  *
- * Sources are opened component by component with O_PATH|O_NOFOLLOW (a symlink anywhere is an
- * error), cloned with open_tree, given their attributes while detached (mount_setattr) and
- * attached with move_mount onto a target opened the same way; mount points are created only
- * inside the sandbox's own tmpfs mounts. Failures set failed_what/failed_errno (see init.h).
+ * 1. Every mount is made private (nothing propagates back to the host).
+ * 2. A small tmpfs becomes the root (pivot_root); the old root stays reachable at /oldroot
+ *    only until step 6 (the same scheme as bubblewrap).
+ * 3. Each source is bound from /oldroot. Sources are opened component by component with
+ *    O_PATH|O_NOFOLLOW (a symlink or "." / ".." anywhere in a source path is an error, so a
+ *    path is resolved exactly once and cannot be redirected between the helper's check and
+ *    the mount), cloned with open_tree(OPEN_TREE_CLONE|AT_RECURSIVE), given their attributes
+ *    with mount_setattr while still detached (a read-only bind is never writable, not even for
+ *    a moment, and the attributes apply to every submount, unlike MS_REMOUNT), then attached
+ *    with move_mount onto a target opened the same way. Mount points are created only inside
+ *    the sandbox's own tmpfs mounts, never inside a bound host directory.
+ * 4. System directories (/usr, pieces of /etc, /bin, /lib*...) are read-only, nosuid, nodev;
+ *    the workdir and writable paths read-write, nosuid, nodev; symlinked top-level
+ *    directories (/bin -> usr/bin) are recreated as symlinks.
+ * 5. /tmp is a size- and inode-limited tmpfs; /dev a tiny read-only tmpfs with null, zero,
+ *    full, random and urandom bound in (no tty, no pts, no shm of the host: /dev/shm points
+ *    into the private /tmp); /proc a fresh procfs of the run's pid namespace with /proc/sys
+ *    and other kernel knobs bound read-only over themselves; /sys is absent.
+ * 6. The old root is detached; the root tmpfs becomes read-only once pid 1 has put the
+ *    script's copy into /run/roboz/ and applied the file view (finish_root in init.c).
+ *
+ * The system template (build_template) is steps 3-5's system part done once, in the fork
+ * server's own mount namespace, so that a run clones /usr, /etc and /dev from it (three
+ * open_tree calls) instead of binding some thirty paths. Failures set failed_what and
+ * failed_errno (see init.h).
  */
 #include "init.h"
 
 #include <dirent.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h>
 
-#ifndef SYS_open_tree
-#define SYS_open_tree 428
-#endif
-#ifndef SYS_move_mount
-#define SYS_move_mount 429
-#endif
-#ifndef OPEN_TREE_CLONE /* older C libraries: the kernel's values */
-#define OPEN_TREE_CLONE 1
-#define MOVE_MOUNT_F_EMPTY_PATH 0x4
-#define MOVE_MOUNT_T_EMPTY_PATH 0x40
-#define MOUNT_ATTR_NOEXEC 0x8
-#endif
-#define AT_RECURSIVE_FLAG 0x8000
 #define OLDROOT "/oldroot"
 
 static char message[700]; /* a refusal's text (no errno) */
@@ -59,9 +67,10 @@ static int own_dev(const struct devs *d, dev_t dev) {
     return 0;
 }
 
-/* mounts._walk: ``path`` (absolute) under ``root_fd``, one component at a time, refusing
- * "."/".." and symlinks; ``create`` (a mount point's walk) makes missing components, only
- * inside our own tmpfs mounts (``devs``), the last one a file unless ``is_dir``. */
+/* ``path`` (absolute) under ``root_fd``, one component at a time, refusing "."/".." and
+ * symlinks (``refused`` says what the symlink would have been used for); ``create`` (a mount
+ * point's walk) makes missing components, only inside our own tmpfs mounts (``devs``), the
+ * last one a file unless ``is_dir``. Without ``create`` a missing component fails (ENOENT). */
 static int walk(int root_fd, const char *path, const char *refused, const struct devs *create,
                 int is_dir) {
     char copy[4096];
@@ -114,8 +123,8 @@ static int walk(int root_fd, const char *path, const char *refused, const struct
     return fd;
 }
 
-/* mounts._bind: clone ``src`` (under src_root), set ``attrs`` while detached, attach at
- * ``dst`` (under dst_root, created inside our own mounts if missing). */
+/* Clone ``src`` (under src_root), set ``attrs`` while detached, attach at ``dst`` (under
+ * dst_root, created inside our own mounts if missing). */
 static int bind_into(int src_root, int dst_root, const char *src, const char *dst, uint64_t attrs,
                 const struct devs *devs, int recursive) {
     int src_fd = walk(src_root, src, "follow", NULL, 0);
@@ -172,27 +181,30 @@ static int make_symlink(int root_fd, const char *path, const char *target,
 
 /* ---------------------------------------------------------------- the pieces ------------- */
 
-/* mounts._build_dev: a tiny tmpfs with the harmless devices bound in and the usual links. */
-static int build_dev(const struct root_plan *p, int old_fd, int root_fd, struct devs *devs) {
-    CHECK(mkdir("/dev", 0755), "/dev");
-    CHECK(mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k"), "/dev");
+/* A tiny tmpfs at ``dir`` (under root_fd, which is also where the path starts) with the
+ * harmless devices of src_root's /dev bound in and the usual links; read-only at the end. */
+static int build_dev(const struct root_plan *p, int src_root, int root_fd, const char *dir,
+                     struct devs *devs) {
+    CHECK(mkdir(dir, 0755), dir);
+    CHECK(mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k"), dir);
     struct stat st;
-    CHECK(stat("/dev", &st), "/dev");
+    CHECK(stat(dir, &st), dir);
     add_dev(devs, st.st_dev);
     char src[300], dst[300];
     for (uint32_t i = 0; i < p->ndevices; i++) {
         snprintf(src, sizeof src, "/dev/%s", p->devices[i]);
-        snprintf(dst, sizeof dst, "/dev/%s", p->devices[i]);
-        if (bind_into(old_fd, root_fd, src, dst, p->dev_attrs, devs, 1) < 0) return -1;
+        snprintf(dst, sizeof dst, "%s/%s", dir, p->devices[i]);
+        if (bind_into(src_root, root_fd, src, dst, p->dev_attrs, devs, 1) < 0) return -1;
     }
     for (uint32_t i = 0; i < p->ndev_links; i++) {
-        snprintf(dst, sizeof dst, "/dev/%s", p->dev_links[i].path);
-        CHECK(symlink(p->dev_links[i].target, dst), "/dev");
+        snprintf(dst, sizeof dst, "%s/%s", dir, p->dev_links[i].path);
+        CHECK(symlink(p->dev_links[i].target, dst), dir);
     }
+    CHECK(mount_setattr_fd(AT_FDCWD, dir, 0, p->dev_dir_attrs), dir);
     return 0;
 }
 
-/* mounts._build_proc: a fresh procfs with the kernel knobs read-only. */
+/* A fresh procfs with the kernel knobs read-only. */
 static int build_proc(const struct root_plan *p) {
     CHECK(mkdir("/proc", 0555), "/proc");
     CHECK(mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), "/proc");
@@ -222,7 +234,7 @@ static int by_name(const void *a, const void *b) {
 static int clone_template(const struct root_plan *p, int old_fd, int root_fd,
                           struct devs *devs) {
     char where[4200];
-    snprintf(where, sizeof where, OLDROOT "%s", p->template);
+    snprintf(where, sizeof where, OLDROOT TEMPLATE_AT);
     DIR *dir = opendir(where);
     if (!dir) return fail(where);
     char *names[64];
@@ -234,7 +246,7 @@ static int clone_template(const struct root_plan *p, int old_fd, int root_fd,
     char src[4300], dst[300];
     for (int i = 0; i < n; i++) {
         int is_dev = strcmp(names[i], "dev") == 0;
-        snprintf(src, sizeof src, "%s/%s", p->template, names[i]);
+        snprintf(src, sizeof src, TEMPLATE_AT "/%s", names[i]);
         snprintf(dst, sizeof dst, "/%s", names[i]);
         if (bind_into(old_fd, root_fd, src, dst, is_dev ? p->dev_dir_attrs : p->sys_attrs, devs,
                  !is_dev) < 0)
@@ -257,12 +269,11 @@ static int system_binds(const struct root_plan *p, int old_fd, int root_fd, stru
         if (bind_into(old_fd, root_fd, p->system[i].path, p->system[i].path, p->system[i].attrs,
                  devs, 1) < 0)
             return -1;
-    if (build_dev(p, old_fd, root_fd, devs) < 0) return -1;
-    CHECK(mount_setattr_fd(AT_FDCWD, "/dev", 0, p->dev_dir_attrs), "/dev");
-    return 0;
+    return build_dev(p, old_fd, root_fd, "/dev", devs);
 }
 
-/* mounts.build_root, in fresh mount+pid namespaces, with CAP_SYS_ADMIN there. */
+/* Steps 1-6 (see the top of this file), in fresh mount+pid namespaces, with CAP_SYS_ADMIN
+ * there. */
 static int build_root(const struct root_plan *p) {
     char opts[200];
     CHECK(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "making mounts private");
@@ -280,7 +291,7 @@ static int build_root(const struct root_plan *p) {
     struct stat st;
     CHECK(fstat(root_fd, &st), "/");
     add_dev(&devs, st.st_dev);
-    int rc = p->template[0] ? clone_template(p, old_fd, root_fd, &devs)
+    int rc = template_ready ? clone_template(p, old_fd, root_fd, &devs)
                             : system_binds(p, old_fd, root_fd, &devs);
     if (rc == 0) {
         /* /tmp first: a workdir below /tmp is then bound inside the private /tmp. */
@@ -304,7 +315,7 @@ static int build_root(const struct root_plan *p) {
     return 0;
 }
 
-/* network.loopback: lo up in the run's own namespace (SIOCSIFFLAGS, as ip link set up). */
+/* lo up in the run's own network namespace (SIOCSIFFLAGS, as `ip link set lo up`). */
 static int loopback_up(void) {
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (s < 0) return fail("socket");
@@ -328,10 +339,6 @@ static int loopback_up(void) {
  * (recursively) or writable (this mount only) over itself. */
 #define MASK_DIR "/run/roboz/.masked-dir"
 #define MASK_FILE "/run/roboz/.masked-file"
-#define MOUNT_ATTR_RDONLY_ 0x1
-#define MOUNT_ATTR_NOSUID_ 0x2
-#define MOUNT_ATTR_NODEV_ 0x4
-#define MOUNT_ATTR_NOEXEC_ 0x8
 /* An entry's path, walked from the sandbox's root; the inode the helper resolved, or fail. */
 static int view_open(int root_fd, const struct view_entry *e) {
     int fd = walk(root_fd, e->path, "follow", NULL, 0);
@@ -392,7 +399,7 @@ static int skeleton(int root_fd, int dir, const struct view_entry *e, uint32_t k
     if (rc == 0) {
         int tree = (int)syscall(SYS_open_tree, AT_FDCWD, skel, OPEN_TREE_CLONE | O_CLOEXEC);
         struct mount_attr_arg attr = {
-            MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_ | MOUNT_ATTR_NOEXEC_, 0,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, 0,
             0, 0};
         if (tree < 0)
             rc = fail("open_tree (file view)");
@@ -445,7 +452,7 @@ int apply_view(const struct view_entry *v, uint32_t n) {
             continue;
         }
         int tree;
-        struct mount_attr_arg attr = {MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_, 0, 0, 0};
+        struct mount_attr_arg attr = {MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, 0};
         unsigned flags = AT_EMPTY_PATH;
         if (v[i].kind == VIEW_MASK) {
             struct stat st;
@@ -456,15 +463,15 @@ int apply_view(const struct view_entry *v, uint32_t n) {
             }
             tree = (int)syscall(SYS_open_tree, AT_FDCWD, S_ISDIR(st.st_mode) ? MASK_DIR : MASK_FILE,
                                 OPEN_TREE_CLONE | O_CLOEXEC);
-            attr.attr_set |= MOUNT_ATTR_RDONLY_ | MOUNT_ATTR_NOEXEC_;
+            attr.attr_set |= MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC;
         } else if (v[i].kind == VIEW_READ_ONLY || v[i].kind == VIEW_WRITABLE) {
             tree = (int)syscall(SYS_open_tree, fd, "",
                                 OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE_FLAG);
             if (v[i].kind == VIEW_READ_ONLY) {
-                attr.attr_set |= MOUNT_ATTR_RDONLY_;
+                attr.attr_set |= MOUNT_ATTR_RDONLY;
                 flags |= AT_RECURSIVE_FLAG; /* masks and binds below stay, all read-only */
             } else {
-                attr.attr_clr = MOUNT_ATTR_RDONLY_;
+                attr.attr_clr = MOUNT_ATTR_RDONLY;
             }
         } else {
             close(fd);
@@ -486,6 +493,41 @@ int apply_view(const struct view_entry *v, uint32_t n) {
     }
     close(root_fd);
     return rc;
+}
+
+int template_ready;
+
+/* In the fork server's own mount namespace: the system part of every run's root at
+ * TEMPLATE_AT (there only: never a bind source of a run), read-only: usr/ (and the other real
+ * system directories), etc/ with only the allowed entries and their symlinks, dev/ with its
+ * devices. ``replace``: an earlier build may be there, detached first (runs cloned from it
+ * keep their copies). */
+int build_template(const struct root_plan *p, int replace) {
+    const char *where = TEMPLATE_AT;
+    if (replace && umount2(where, MNT_DETACH) < 0 && errno != EINVAL) return fail(where);
+    CHECK(mount("tmpfs", where, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k"), where);
+    int root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int t_fd = open(where, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct devs devs = {{0}, 0};
+    struct stat st;
+    int rc = root_fd < 0 || t_fd < 0 || fstat(t_fd, &st) < 0 ? fail(where) : 0;
+    if (rc == 0) add_dev(&devs, st.st_dev);
+    char etc[300], dev[300];
+    snprintf(etc, sizeof etc, "%s/etc", where);
+    snprintf(dev, sizeof dev, "%s/dev", where);
+    if (rc == 0 && mkdir(etc, 0755) < 0) rc = fail(etc);
+    for (uint32_t i = 0; rc == 0 && i < p->nsystem; i++)
+        rc = bind_into(root_fd, t_fd, p->system[i].path, p->system[i].path, p->system[i].attrs,
+                       &devs, 1);
+    for (uint32_t i = 0; rc == 0 && i < p->nsymlinks; i++) /* top-level ones: per run */
+        if (strchr(p->symlinks[i].path + 1, '/'))
+            rc = make_symlink(t_fd, p->symlinks[i].path, p->symlinks[i].target, &devs);
+    if (rc == 0) rc = build_dev(p, root_fd, root_fd, dev, &devs);
+    if (root_fd >= 0) close(root_fd);
+    if (t_fd >= 0) close(t_fd);
+    if (rc < 0) return -1;
+    CHECK(mount_setattr_fd(AT_FDCWD, where, 0, p->sys_attrs), where);
+    return 0;
 }
 
 int prepare_root(const struct root_plan *p) {

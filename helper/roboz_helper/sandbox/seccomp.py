@@ -29,7 +29,7 @@ from __future__ import annotations
 import errno
 import struct
 
-from . import syscalls as sc
+from . import namespaces as ns
 
 AUDIT_ARCH_X86_64 = 0xC000003E
 X32_SYSCALL_BIT = 0x40000000
@@ -92,8 +92,8 @@ NR_MKNOD = 133
 NR_MKNODAT = 259
 
 CLONE_NS_FLAGS = (
-    sc.CLONE_NEWNS | sc.CLONE_NEWCGROUP | sc.CLONE_NEWUTS | sc.CLONE_NEWIPC
-    | sc.CLONE_NEWUSER | sc.CLONE_NEWPID | sc.CLONE_NEWNET | 0x00000080  # CLONE_NEWTIME
+    ns.CLONE_NEWNS | ns.CLONE_NEWCGROUP | ns.CLONE_NEWUTS | ns.CLONE_NEWIPC
+    | ns.CLONE_NEWUSER | ns.CLONE_NEWPID | ns.CLONE_NEWNET | 0x00000080  # CLONE_NEWTIME
 )  # fmt: skip
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C

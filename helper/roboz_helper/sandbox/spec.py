@@ -1,13 +1,24 @@
-"""What a run asks for (SandboxSpec) and how it ended (SandboxOutcome)."""
+"""What a run asks for (SandboxSpec), how it ended (SandboxOutcome), and every plan made in
+between, typed: the mounts (MountPlan), what sandbox-init is told (ChildPlan), the run's
+descriptors (RunFds), a started run (Started) and a warm pid 1 the zygote offers (WarmOffer).
+
+The plans are msgspec Structs: the zygote receives a ChildPlan as msgpack, and a warm pid 1's
+shape is the encoding of the part of a plan it has already acted on (ChildPlan.shape_key).
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import get_args
+from typing import TYPE_CHECKING, NamedTuple, get_args
+
+import msgspec
 
 from roboz_helper.file_policy import FilePolicy
-from roboz_helper.run_states import NetworkMode
+from roboz_helper.run_states import Limit, NetworkMode, RunStatus
+
+if TYPE_CHECKING:
+    from .cgroups import RunCgroup
 
 NETWORK_MODES: tuple[NetworkMode, ...] = get_args(NetworkMode)
 
@@ -46,14 +57,138 @@ class SandboxSpec:
 
 @dataclass(frozen=True)
 class SandboxOutcome:
-    status: str  # a run_states.RunStatus (runs.completion_of checks it)
+    status: RunStatus
     exit_code: int | None
     signal: int | None
     diagnostic: str
     wall_time_s: float
     cpu_time_s: float
     peak_memory_bytes: int
-    limit: str | None  # a run_states.Limit or None
+    limit: Limit | None
+
+
+# ------------------------------------------------------------------------------ plans ------
+
+
+class Bind(msgspec.Struct, frozen=True, array_like=True):
+    path: str  # same path on the host and in the sandbox
+    attrs: int  # MOUNT_ATTR_* set on the clone (always applied recursively)
+
+
+class ViewEntry(msgspec.Struct, frozen=True, array_like=True):
+    """One mount of a run's file view (view.py): what pid 1 does at ``path``, which must
+    still be the inode (dev, ino) the helper resolved."""
+
+    kind: int  # view.MASK, READ_ONLY, WRITABLE, SKELETON, SKELETON_CHILD
+    path: str
+    dev: int
+    ino: int
+
+
+class SystemLayout(msgspec.Struct, frozen=True):
+    """Which system entries exist here (mounts.system_layout)."""
+
+    symlinks: tuple[tuple[str, str], ...]  # (path, target)
+    binds: tuple[Bind, ...]
+
+
+class MountPlan(msgspec.Struct, frozen=True):
+    """The run's root filesystem, built by pid 1 (init_root.c) from this."""
+
+    symlinks: tuple[tuple[str, str], ...]  # (path, target) of the system layout
+    system: tuple[Bind, ...]  # system binds (cloned from the zygote's template when it has one)
+    binds: tuple[Bind, ...]  # policy binds and the workdir, parents before children
+    workdir: str
+    tmp_size_bytes: int
+    tmp_inodes: int
+    root_size_bytes: int
+    # Per request, so not part of a warm pid 1's shape: the script's copy and the file view.
+    script_path: str | None = None
+    script_bytes: bytes | None = None
+    view: tuple[ViewEntry, ...] = ()
+
+    def shape(self) -> MountPlan:
+        """What a pid 1 builds before its request arrives."""
+        if self.script_path is None and self.script_bytes is None and not self.view:
+            return self
+        return msgspec.structs.replace(self, script_path=None, script_bytes=None, view=())
+
+
+_encode = msgspec.msgpack.Encoder().encode
+
+
+class ChildPlan(msgspec.Struct, frozen=True):
+    """One run as sandbox-init is told it (init_wire): who, which root, what it executes, and
+    the cgroup the zygote makes for it. Descriptors travel apart (RunFds)."""
+
+    rootless: bool
+    uid: int
+    gid: int
+    network: NetworkMode
+    mounts: MountPlan
+    rlimits: tuple[tuple[int, int, int], ...]  # (resource, soft, hard)
+    exec_path: str
+    exec_argv: tuple[str, ...]
+    env: dict[str, str]
+    # Zygote mode: the run's cgroup, made by the zygote (or renamed from a pooled one).
+    cgroup_name: str = ""
+    pids_max: int = 0
+    memory_max: int = 0
+    in_cgroup: bool = False  # pid 1 (and so the run) already sits in the run's cgroup
+    prepare_only: bool = False  # to the zygote: no run, only a warm pid 1 of this shape
+
+    def shape_key(self) -> bytes:
+        """Everything a warm pid 1 has already acted on; runs differing only in argv, env,
+        script, file view and limits enforced later (rlimits, cgroup, deadline, output)
+        share a shape. Which build of the system template its root was cloned from is checked
+        apart (a warm sandbox expires with its build)."""
+        return _encode((self.mounts.shape(), self.uid, self.gid, self.network, self.rootless))
+
+
+class RunFds(NamedTuple):
+    """The write ends a run's processes get (the helper reads the other ends) and the cgroup
+    join files (cgroups.open_join_fds), in this order on every wire, as SCM_RIGHTS."""
+
+    stdout_w: int
+    stderr_w: int
+    setup_w: int  # set-up errors (close-on-exec: EOF once the run has exec'd)
+    status_w: int  # the run's status from pid 1 (direct mode: pid 1's pid first)
+    cgroup_joins: tuple[int, ...] = ()
+
+    def all(self) -> list[int]:
+        return [self.stdout_w, self.stderr_w, self.setup_w, self.status_w, *self.cgroup_joins]
+
+    @classmethod
+    def received(cls, fds: list[int]) -> RunFds:
+        return cls(fds[0], fds[1], fds[2], fds[3], tuple(fds[4:]))
+
+
+@dataclass(frozen=True)
+class Started:
+    """A run whose start was handed to its pid 1 (or, in direct mode, to the starter
+    that makes it)."""
+
+    pid: int
+    pidfd: int
+    direct: bool  # pidfd is the starter's (direct mode), which reports pid 1's pid first
+    cgroup: RunCgroup | None
+    init_in_cgroup: bool  # pid 1 itself sits in the run's cgroup (a pooled one)
+
+
+class WarmOffer(msgspec.Struct, frozen=True, array_like=True):
+    """The zygote's offer of a prepared pid 1 (its pidfd and request socket travel as
+    SCM_RIGHTS): its shape, its pooled cgroup and the limits that was made with, when it was
+    built and when its system template's build expires (time.monotonic())."""
+
+    key: bytes
+    pid: int
+    pool_name: str  # "" when there is no pooled cgroup
+    pool_limits: tuple[int, int]  # (pids.max, memory limit)
+    built_at: float
+    expires_at: float
+
+
+# ------------------------------------------------------------------------- validation ------
 
 
 def _check_path(field: str, path: str) -> None:

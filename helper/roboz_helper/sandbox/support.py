@@ -6,8 +6,7 @@ import os
 import platform
 
 from . import init_wire
-from . import syscalls as sc
-from .namespaces import RUN_NAMESPACES, map_self
+from .namespaces import CLONE_NEWUSER, MACHINE, RUN_NAMESPACES, map_self, unshare
 
 _cached: tuple[bool, str] | None = None
 
@@ -29,10 +28,10 @@ def _probe_namespaces(rootless: bool) -> str | None:
             os.close(r)
             if rootless:
                 uid, gid = os.geteuid(), os.getegid()
-                sc.unshare(sc.CLONE_NEWUSER | RUN_NAMESPACES)
+                unshare(CLONE_NEWUSER | RUN_NAMESPACES)
                 map_self(0, 0, uid, gid)
             else:
-                sc.unshare(RUN_NAMESPACES)
+                unshare(RUN_NAMESPACES)
             os._exit(0)
         except BaseException as exc:
             try:
@@ -55,9 +54,9 @@ def sandbox_support() -> tuple[bool, str]:
     global _cached
     if _cached is not None:
         return _cached
-    if platform.system() != "Linux" or sc.MACHINE != "x86_64":
+    if platform.system() != "Linux" or MACHINE != "x86_64":
         _cached = (False, f"needs Linux on x86_64 (seccomp filter and syscall numbers), "
-                   f"this is {platform.system()} {sc.MACHINE}")  # fmt: skip
+                   f"this is {platform.system()} {MACHINE}")  # fmt: skip
         return _cached
     if not _kernel_at_least(5, 12):
         _cached = (False, "needs Linux >= 5.12 (open_tree/move_mount/mount_setattr)")

@@ -36,26 +36,17 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final
 
 from roboz_helper.file_policy import FileMatcher, composed_verdict
 
-from .spec import SandboxError
+from .spec import SandboxError, ViewEntry
 
 MASK: Final = 1
 READ_ONLY: Final = 2
 WRITABLE: Final = 3
 SKELETON: Final = 4
 SKELETON_CHILD: Final = 5
-
-
-@dataclass(frozen=True)
-class ViewEntry:
-    kind: int
-    path: str
-    dev: int
-    ino: int
 
 
 class _Planner:

@@ -6,25 +6,20 @@ from a thread that lives as long as the helper, in a fresh pid namespace each ti
 template kept in a mount namespace of its own, and one sandbox prepared ahead of the next
 request. The zygote is started once (lazily, with ``python -c "...zygote import main;
 main()"``), imports only this package and is single-threaded; it does not fork pid 1 itself:
-sandbox-init's fork server (fork_server.c), started once, does, so nothing of a Python heap
-is copied per run and no program is executed for it. It dies with the helper (PDEATHSIG),
-the fork server with it, and every pid 1 with the fork server, so a crashed helper leaves no
-runs.
+sandbox-init's fork server (fork_server.c), started once, does (and keeps the template in
+its mount namespace), so nothing of a Python heap is copied per run and no program is
+executed for it. It dies with the helper (PDEATHSIG), the fork server with it, and every
+pid 1 with the fork server, so a crashed helper leaves no runs.
 
-Protocol on a private socketpair (only the helper holds the other end): the helper sends a
-header ``<u32 length>`` carrying the run's descriptors (stdout, stderr, set-up and status
-pipes, cgroup join files) as SCM_RIGHTS, then ``length`` bytes of msgspec-encoded
-``ChildPlan``; the zygote has the run's pid 1 started in a fresh pid namespace (the fork
-server's ``unshare``, fork, ``setns`` back) and answers ``<i32 pid>`` plus a pidfd of it, or
-``<i32 -1>`` followed by an error text. Requests are serialised by the helper.
+Protocol on a private socketpair (only the helper holds the other end): see transport.py.
+The zygote has the run's pid 1 started in a fresh pid namespace (the fork server's
+``unshare``, fork, ``setns`` back). Requests are serialised by the helper.
 """
 
 from __future__ import annotations
 
 import array
 import contextlib
-import dataclasses
-import math
 import os
 import signal
 import socket
@@ -33,8 +28,8 @@ import time
 
 import prctl
 
-from . import cgroups, child, init_wire, mounts
-from . import syscalls as sc
+from . import cgroups, init_wire
+from .spec import ChildPlan, RunFds, WarmOffer
 from .transport import (
     DECODER,
     ENCODER,
@@ -44,8 +39,6 @@ from .transport import (
     REPLY,
     fds_of,
     recv_exactly,
-    shape_key,
-    with_fds,
 )
 
 # Keep a warm pid 1 for the last shape (ROBOZ_SANDBOX_POOL=0 disables it).
@@ -62,97 +55,49 @@ def _reap(_signum: int = 0, _frame: object = None) -> None:
             return
 
 
-TEMPLATE_AT = "/dev/shm"  # in the zygote's own mount namespace only; never a bind source
-
-
-class Template:
-    """The prepared system tree (see mounts.build_template), rebuilt when it gets old so that
-    replaced files such as /etc/passwd are seen by later runs."""
-
-    def __init__(self) -> None:
-        self.path: str | None = None
-        self.built_at = 0.0
-        try:
-            # Our own mount namespace, a slave of the host's: host mounts still show up here,
-            # nothing we mount shows up there.
-            sc.unshare(sc.CLONE_NEWNS)
-            sc.mount(None, "/", None, sc.MS_REC | sc.MS_SLAVE, None)
-        except OSError:
-            return
-        self.usable = os.path.isdir(TEMPLATE_AT)
-
-    usable = False
-
-    def current(self) -> str | None:
-        if not self.usable:
-            return None
-        if self.path is not None and time.monotonic() - self.built_at < mounts.LAYOUT_TTL_S:
-            return self.path
-        try:
-            if self.path is not None:
-                sc.umount2(self.path, sc.MNT_DETACH)
-                self.path = None
-            mounts.build_template(TEMPLATE_AT)
-        except (OSError, mounts.SandboxError):
-            self.usable = False  # runs then bind every system path themselves
-            return None
-        self.path = TEMPLATE_AT
-        self.built_at = time.monotonic()
-        return self.path
-
-    def expires_at(self) -> float:
-        """When a sandbox cloned from the current build must no longer be used (the build is
-        replaced at the first request after that)."""
-        if self.path is None:
-            return math.inf  # no template: runs bind the system paths themselves
-        return self.built_at + mounts.LAYOUT_TTL_S
-
-
 _pool_counter = iter(range(1, 1 << 62))
 
 
 class Forker:
     """Starts pid 1 of a new pid namespace through the fork server (init_wire.ForkServer),
-    which lives in this process's mount namespace: call only once the template's namespace
-    is made."""
+    from the system template it keeps while it can build one."""
 
     def __init__(self, reset_signals: tuple[int, ...]) -> None:
         # Children get the read end; we hold the write end for life (EOF = we are gone).
         self.alive_r, self._alive_w = os.pipe2(os.O_CLOEXEC)
         self.server = init_wire.ForkServer(reset_signals)
-        # The last warm plan's configuration and shape key (plan, flags, config, key): a
-        # repeated request for a warm pid 1 is the same plan object (see serve).
-        self._config: tuple[child.ChildPlan, tuple[bool, int], bytes, bytes] | None = None
+        self.template = True  # until the server fails to build one
+        # The last warm plan's configuration (plan, flags, config): a repeated request for a
+        # warm pid 1 is the same plan object (see serve).
+        self._config: tuple[ChildPlan, tuple[bool, int], bytes] | None = None
 
-    def shape_key(self, plan: child.ChildPlan) -> bytes:
-        if self._config is not None and self._config[0] is plan:
-            return self._config[3]
-        return shape_key(plan)
+    def refresh_template(self) -> None:
+        if self.template:
+            with contextlib.suppress(OSError):
+                self.template = self.server.refresh_template()
 
     def spawn(
         self, config: bytes, ctrl: int, report_fd: int = -1, pool_fds: tuple[int, ...] = ()
     ) -> tuple[int, int]:
         return self.server.spawn(config, ctrl, self.alive_r, report_fd, pool_fds)
 
-    def cold(self, plan: child.ChildPlan) -> tuple[int, int]:
+    def cold(self, plan: ChildPlan, fds: RunFds) -> tuple[int, int]:
         """A pid 1 built for this request, handed it at once (its failures before that go to
         the request's set-up pipe)."""
         config = init_wire.encode_config(plan, prepare_run=False, report=True, pool=0)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            pid, pidfd = self.spawn(config, theirs.fileno(), report_fd=plan.setup_w)
+            pid, pidfd = self.spawn(config, theirs.fileno(), report_fd=fds.setup_w)
         finally:
             theirs.close()
         try:
             with contextlib.suppress(OSError):  # it died building the root, and said why
-                init_wire.send_request(ours, plan)
+                init_wire.send_request(ours, plan, fds)
         finally:
             ours.close()
         return pid, pidfd
 
-    def warm(
-        self, plan: child.ChildPlan
-    ) -> tuple[int, int, socket.socket, cgroups.RunCgroup | None]:
+    def warm(self, plan: ChildPlan) -> tuple[int, int, socket.socket, cgroups.RunCgroup | None]:
         """A pid 1 prepared for ``plan``'s shape (pid, pidfd, its request socket, its pooled
         cgroup), to be handed to the helper."""
         pool = None
@@ -162,7 +107,7 @@ class Forker:
                 # The limits of this request, which the next one of its shape most likely
                 # has too (the helper then leaves them): pid 1 counts as one process of the
                 # run, and nothing in the pool forks before a run is handed over.
-                pool = cgroups.RunCgroup.create_named(
+                pool = cgroups.RunCgroup.create(
                     f"{cgroups.owner_tag()}pool-{next(_pool_counter)}",
                     plan.pids_max + 1,
                     plan.memory_max,
@@ -173,7 +118,7 @@ class Forker:
             config = init_wire.encode_config(
                 plan, prepare_run=flags[0], report=False, pool=flags[1]
             )
-            self._config = (plan, flags, config, shape_key(plan))
+            self._config = (plan, flags, config)
         config = self._config[2]
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -189,18 +134,18 @@ class Forker:
         return pid, pidfd, ours, pool
 
 
-def _run_cgroup(plan: child.ChildPlan) -> tuple[child.ChildPlan, cgroups.RunCgroup | None]:
+def _run_cgroup(plan: ChildPlan, fds: RunFds) -> tuple[RunFds, cgroups.RunCgroup | None]:
     """Cold start: make the run's cgroup here; the run process joins it through the
-    cgroup join descriptors (cgroups.open_join_fds) put into its plan."""
+    cgroup join descriptors (cgroups.open_join_fds) added to its descriptors."""
     if not plan.cgroup_name:
-        return plan, None
-    cg = cgroups.RunCgroup.create_named(plan.cgroup_name, plan.pids_max, plan.memory_max)
+        return fds, None
+    cg = cgroups.RunCgroup.create(plan.cgroup_name, plan.pids_max, plan.memory_max)
     if cg is None:
         raise OSError("no usable cgroup hierarchy")
-    return dataclasses.replace(plan, cgroup_procs_fds=tuple(cg.open_join_fds())), cg
+    return fds._replace(cgroup_joins=tuple(cg.open_join_fds())), cg
 
 
-def _offer(sock: socket.socket, forker: Forker, plan: child.ChildPlan, template: Template) -> None:
+def _offer(sock: socket.socket, forker: Forker, plan: ChildPlan, key: bytes) -> None:
     """After each reply: a warm pid 1 of the request's shape for the helper to hand the next
     request of that shape to directly (an empty offer when there is none). The helper checks
     that the shape is the same, that it is not too old and that the system template it was
@@ -216,17 +161,15 @@ def _offer(sock: socket.socket, forker: Forker, plan: child.ChildPlan, template:
     pid, pidfd, ctrl, pool = made
     try:
         pool_name = os.path.basename(next(iter(pool.dirs.values()))) if pool is not None else ""
-        body = ENCODER.encode(
-            (
-                forker.shape_key(plan),
-                pid,
-                pool_name,
-                plan.pids_max + 1,
-                plan.memory_max,
-                time.monotonic(),
-                template.expires_at(),
-            )
+        offer = WarmOffer(
+            key=key,
+            pid=pid,
+            pool_name=pool_name,
+            pool_limits=(plan.pids_max + 1, plan.memory_max),
+            built_at=time.monotonic(),
+            expires_at=forker.server.template_expires_at(),
         )
+        body = ENCODER.encode(offer)
         fds = array.array("i", [pidfd, ctrl.fileno()])
         sock.sendmsg([HEADER.pack(len(body))], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
         sock.sendall(body)
@@ -239,13 +182,10 @@ def serve(sock: socket.socket) -> None:
     """The zygote's loop: one request, one pid 1, one reply, one offer. pid 1's exit (observed
     through the pidfd by the helper) means every process of the run is gone. A request the
     helper could give to a warm pid 1 it holds never reaches the zygote."""
-    me = os.getpid()
-    reset_signals = child.signals_to_reset()  # the zygote's dispositions never change
-    template = Template()  # first: the fork server must live in the template's namespace
-    forker = Forker(reset_signals)
-    # The last request for a warm pid 1 (body, template, plan): runs of one shape send the
+    forker = Forker(init_wire.signals_to_reset())  # the zygote's dispositions never change
+    # The last request for a warm pid 1 (body, plan, shape key): runs of one shape send the
     # same bytes (zygote_client.Zygote._prepare_message), decoded once.
-    prepared: tuple[bytes, str | None, child.ChildPlan] | None = None
+    prepared: tuple[bytes, ChildPlan, bytes] | None = None
     while True:
         try:
             # MSG_CMSG_CLOEXEC: received descriptors must not survive the run's exec.
@@ -259,7 +199,8 @@ def serve(sock: socket.socket) -> None:
         if not data:
             return
         fds = fds_of(ancdata)
-        plan: child.ChildPlan | None = None
+        plan: ChildPlan | None = None
+        key = b""
         try:
             if len(data) < HEADER.size:
                 data += recv_exactly(sock, HEADER.size - len(data))
@@ -267,31 +208,28 @@ def serve(sock: socket.socket) -> None:
             if length > MAX_PLAN_BYTES:
                 raise ValueError("plan too large")
             body = recv_exactly(sock, length)
-            current = template.current()
-            if not fds and prepared is not None and prepared[:2] == (body, current):
-                plan = prepared[2]  # the same request for a warm pid 1 as last time
+            forker.refresh_template()
+            if not fds and prepared is not None and prepared[0] == body:
+                _, plan, key = prepared  # the same request for a warm pid 1 as last time
             else:
-                plan = with_fds(DECODER.decode(body), fds)
-                plan = dataclasses.replace(
-                    plan,
-                    helper_pid=me,
-                    reset_signals=reset_signals,
-                    mounts=dataclasses.replace(plan.mounts, template=current),
-                )
+                plan = DECODER.decode(body)
+                key = plan.shape_key()
                 if plan.prepare_only and not fds:
-                    prepared = (body, current, plan)
+                    prepared = (body, plan, key)
             if plan.prepare_only:
-                _offer(sock, forker, plan, template)
+                _offer(sock, forker, plan, key)
                 continue
-            cold_plan, cg = _run_cgroup(plan)
+            if len(fds) < 4:
+                raise ValueError("a run's plan without its descriptors")
+            run_fds, cg = _run_cgroup(plan, RunFds.received(fds))
             try:
-                pid, pidfd = forker.cold(cold_plan)
+                pid, pidfd = forker.cold(plan, run_fds)
             except BaseException:
                 if cg is not None:
                     cg.remove()
                 raise
             finally:
-                for fd in cold_plan.cgroup_procs_fds:
+                for fd in run_fds.cgroup_joins:
                     os.close(fd)
             try:
                 sock.sendmsg(
@@ -312,7 +250,7 @@ def serve(sock: socket.socket) -> None:
         if plan is None:
             sock.sendall(HEADER.pack(0))
         else:
-            _offer(sock, forker, plan, template)
+            _offer(sock, forker, plan, key)
 
 
 def main() -> None:

@@ -24,32 +24,27 @@ from typing import Any
 
 import msgspec
 
-from . import cgroups, child, init_wire
-from .child import plan_fds
-from .transport import HEADER, REPLY, encode_plan
+from . import cgroups, init_wire
+from .spec import ChildPlan, RunFds, WarmOffer
+from .transport import ENCODER, HEADER, OFFER_DECODER, REPLY, fds_of
 
 # A warm pid 1 older than this is thrown away rather than used (its binds were made then).
 WARM_MAX_AGE_S = 10.0
-_OFFER = msgspec.msgpack.Decoder(tuple[bytes, int, str, int, int, float, float])
 
 
 @dataclasses.dataclass
 class Warm:
-    """A pid 1 prepared by the zygote for one sandbox shape, waiting on ``ctrl`` (non-blocking
-    here), sitting in the pooled cgroup ``pool`` (v1) when there is one; used once at most."""
+    """A pid 1 the zygote offered, waiting on ``ctrl`` (non-blocking here), sitting in the
+    pooled cgroup ``pool`` (v1) when there is one; used once at most."""
 
-    key: bytes
-    pid: int
+    offer: WarmOffer
     pidfd: int
     ctrl: socket.socket
-    built_at: float
-    expires_at: float  # its system template's build is replaced then
     pool: cgroups.RunCgroup | None
-    pool_limits: tuple[int, int]  # (pids.max, memory limit) the pool was made with
 
     def usable(self, key: bytes) -> bool:
-        now = time.monotonic()
-        if key != self.key or now - self.built_at > WARM_MAX_AGE_S or now >= self.expires_at:
+        now, offer = time.monotonic(), self.offer
+        if key != offer.key or now - offer.built_at > WARM_MAX_AGE_S or now >= offer.expires_at:
             return False
         readable, _, _ = select.select([self.pidfd], [], [], 0)
         return not readable  # a readable pidfd: it died while preparing
@@ -73,7 +68,7 @@ def _remove_when_gone(pidfd: int, pool: cgroups.RunCgroup | None) -> None:
         pool.remove()
 
 
-async def start_warm(warm: Warm, plan: child.ChildPlan) -> tuple[int, int] | None:
+async def start_warm(warm: Warm, plan: ChildPlan, fds: RunFds) -> tuple[int, int] | None:
     """Hand ``plan`` to ``warm`` (usable for it): the pooled cgroup gets the run's name and
     limits (renaming is cheap; joining a v1 cgroup waits for an RCU grace period), then the
     request goes to pid 1. (pid, pidfd), or None (and the warm one discarded) on failure."""
@@ -84,18 +79,18 @@ async def start_warm(warm: Warm, plan: child.ChildPlan) -> tuple[int, int] | Non
         if plan.cgroup_name and warm.pool is not None:
             warm.pool.rename(plan.cgroup_name)
             limits = (plan.pids_max + 1, plan.memory_max)  # pid 1 counts as one process
-            if limits != warm.pool_limits:
+            if limits != warm.offer.pool_limits:
                 warm.pool.set_limits(*limits)
-            plan = dataclasses.replace(plan, in_cgroup=True)
+            plan = msgspec.structs.replace(plan, in_cgroup=True)
         elif plan.cgroup_name:
-            made = cgroups.RunCgroup.create_named(plan.cgroup_name, plan.pids_max, plan.memory_max)
+            made = cgroups.RunCgroup.create(plan.cgroup_name, plan.pids_max, plan.memory_max)
             if made is None:
                 raise OSError("no usable cgroup hierarchy")
-            plan = dataclasses.replace(plan, cgroup_procs_fds=tuple(made.open_join_fds()))
+            fds = fds._replace(cgroup_joins=tuple(made.open_join_fds()))
         try:
-            await _send_request(loop, warm.ctrl, plan)
+            await send_request(warm.ctrl, plan, fds)
         finally:
-            for fd in plan.cgroup_procs_fds:
+            for fd in fds.cgroup_joins:
                 os.close(fd)
     except OSError:
         if made is not None:
@@ -108,25 +103,22 @@ async def start_warm(warm: Warm, plan: child.ChildPlan) -> tuple[int, int] | Non
         warm.discard(loop)
         return None
     warm.ctrl.close()
-    return warm.pid, warm.pidfd
+    return warm.offer.pid, warm.pidfd
 
 
-async def _send_request(
-    loop: asyncio.AbstractEventLoop, sock: socket.socket, plan: child.ChildPlan
-) -> None:
-    """``init_wire.send_request`` without blocking the loop."""
-    await _send_framed(loop, sock, init_wire.encode_request(plan), plan)
+async def send_request(sock: socket.socket, plan: ChildPlan, fds: RunFds) -> None:
+    """The request to a pid 1 on ``sock`` (non-blocking), without blocking the loop."""
+    await _send_framed(sock, init_wire.encode_request(plan), fds)
 
 
-async def _send_framed(
-    loop: asyncio.AbstractEventLoop, sock: socket.socket, body: bytes, plan: child.ChildPlan
-) -> None:
-    """A length-prefixed ``body`` without blocking; the header carries the plan's descriptors."""
+async def _send_framed(sock: socket.socket, body: bytes, fds: RunFds) -> None:
+    """A length-prefixed ``body``; the header carries the run's descriptors."""
+    loop = asyncio.get_running_loop()
     header = HEADER.pack(len(body))
-    fds = array.array("i", plan_fds(plan))
+    rights = array.array("i", fds.all())
     while True:
         try:
-            sent = sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+            sent = sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
             break
         except BlockingIOError:
             await _ready(loop, sock, writable=True)
@@ -224,40 +216,38 @@ class Zygote:
                 for fd in fds:
                     os.close(fd)
                 raise OSError("the sandbox zygote sent a broken offer")
-            key, pid, pool_name, pids, memory, built_at, expires_at = _OFFER.decode(body)
+            offer = OFFER_DECODER.decode(body)
             ctrl = socket.socket(fileno=fds[1])
             ctrl.setblocking(False)
-            pool = cgroups.RunCgroup.existing(pool_name) if pool_name else None
+            pool = cgroups.RunCgroup.existing(offer.pool_name) if offer.pool_name else None
             if self.warm is not None:
                 self.warm.discard(loop)
-            self.warm = Warm(key, pid, fds[0], ctrl, built_at, expires_at, pool, (pids, memory))
+            self.warm = Warm(offer, fds[0], ctrl, pool)
 
-    def _prepare_message(self, plan: child.ChildPlan, key: bytes) -> bytes:
+    def _prepare_message(self, plan: ChildPlan, key: bytes) -> bytes:
         """The request for a warm pid 1 of ``plan``'s shape: what the zygote acts on (the
         shape, the pool's limits, whether there is a cgroup), nothing of this run's command,
         so runs of one shape send the same bytes, encoded once."""
-        cache_key = (key, plan.outer_uid, plan.outer_gid, plan.pids_max, plan.memory_max,
-                     bool(plan.cgroup_name))  # fmt: skip
+        cache_key = (key, plan.pids_max, plan.memory_max, bool(plan.cgroup_name))
         if self._prepared is not None and self._prepared[0] == cache_key:
             return self._prepared[1]
-        shape = dataclasses.replace(
+        shape = msgspec.structs.replace(
             plan,
-            mounts=dataclasses.replace(plan.mounts, script_path=None, script_bytes=None),
+            mounts=plan.mounts.shape(),
             prepare_only=True,
-            cgroup_procs_fds=(),
             cgroup_name="pool" if plan.cgroup_name else "",
             exec_path="",
             exec_argv=(),
             env={},
             rlimits=(),
         )
-        body = encode_plan(shape)
+        body = ENCODER.encode(shape)
         message = HEADER.pack(len(body)) + body
         self._prepared = (cache_key, message)
         return message
 
-    def prepare_next(self, plan: child.ChildPlan, key: bytes) -> None:
-        """Ask for a warm pid 1 of ``plan``'s shape (``key``: transport.shape_key) for the next
+    def prepare_next(self, plan: ChildPlan, key: bytes) -> None:
+        """Ask for a warm pid 1 of ``plan``'s shape (``key``: its shape_key) for the next
         request (its offer is read then). Only when the zygote is idle: a request under way
         brings an offer anyway. The request is small and the socket idle, so it is sent at
         once, without awaiting."""
@@ -277,9 +267,9 @@ class Zygote:
             return
         self._offers_due += 1
 
-    async def spawn(self, plan: child.ChildPlan) -> tuple[int, int]:
+    async def spawn(self, plan: ChildPlan, fds: RunFds) -> tuple[int, int]:
         """Fork the run's pid 1 in the zygote: (pid, pidfd). Retries once on a dead zygote;
-        raises OSError when it cannot be used (the caller then forks the helper itself)."""
+        raises OSError when it cannot be used (the caller then starts the run directly)."""
         loop = asyncio.get_running_loop()
         async with self._lock_for(loop):
             for attempt in (1, 2):
@@ -287,7 +277,7 @@ class Zygote:
                     self._stop(loop)
                     self._start()
                 try:
-                    return await self._request(loop, plan)
+                    return await self._request(loop, plan, fds)
                 except (EOFError, BrokenPipeError, ConnectionError):
                     self._stop(loop)
                     if attempt == 2:
@@ -295,12 +285,12 @@ class Zygote:
         raise AssertionError("unreachable")
 
     async def _request(
-        self, loop: asyncio.AbstractEventLoop, plan: child.ChildPlan
+        self, loop: asyncio.AbstractEventLoop, plan: ChildPlan, fds: RunFds
     ) -> tuple[int, int]:
         assert self.sock is not None
         sock = self.sock
         await self._collect_offers(loop, sock)  # the stream must be at a reply's start
-        await self._send(loop, sock, plan)
+        await _send_framed(sock, ENCODER.encode(plan), fds)
         data, anc = await self._recv(loop, sock, REPLY.size)
         self._offers_due += 1
         (pid,) = REPLY.unpack(data)
@@ -308,19 +298,11 @@ class Zygote:
             (n,) = HEADER.unpack((await self._recv(loop, sock, HEADER.size))[0])
             text = (await self._recv(loop, sock, n))[0].decode("utf-8", "replace")
             raise OSError(f"the sandbox zygote could not fork the run: {text}")
-        pidfds = [fd for fd in anc]
-        if len(pidfds) != 1:
-            for fd in pidfds:
+        if len(anc) != 1:
+            for fd in anc:
                 os.close(fd)
             raise OSError("the sandbox zygote sent no pidfd")
-        return pid, pidfds[0]
-
-    @staticmethod
-    async def _send(
-        loop: asyncio.AbstractEventLoop, sock: socket.socket, plan: child.ChildPlan
-    ) -> None:
-        """The plan without blocking: the header carries the descriptors."""
-        await _send_framed(loop, sock, encode_plan(plan), plan)
+        return pid, anc[0]
 
     @staticmethod
     async def _recv(
@@ -339,11 +321,7 @@ class Zygote:
             if not data:
                 raise EOFError
             buf += data
-            for level, kind, payload in ancdata:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    arr = array.array("i")
-                    arr.frombytes(payload[: len(payload) - (len(payload) % arr.itemsize)])
-                    fds.extend(arr)
+            fds += fds_of(ancdata)
         return buf, fds
 
 

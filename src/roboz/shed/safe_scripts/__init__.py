@@ -4,6 +4,7 @@
 from roboz.shed.safe_scripts.aio import AsyncSafeScriptsClient, OutputChunk, ScriptStream
 from roboz.shed.safe_scripts.client import (
     ClientRefused,
+    ClientSettings,
     ConnectionLost,
     HelperBusy,
     HelperProtocolError,
@@ -19,6 +20,7 @@ from roboz.shed.safe_scripts.client import (
 __all__ = [
     "AsyncSafeScriptsClient",
     "ClientRefused",
+    "ClientSettings",
     "ConnectionLost",
     "HelperBusy",
     "HelperProtocolError",

@@ -1,5 +1,5 @@
-"""asyncio client for the SafeScripts helper daemon: the blocking client's exchange on asyncio
-streams, with the same frames, results and errors (the decoding is shared, not copied).
+"""asyncio client for the SafeScripts helper daemon: the protocol of core.py carried out on
+asyncio streams, with the same calls, frames, results and errors as the blocking client.
 
 Cancelling the task that awaits a call closes its connection, and the helper cancels a run
 whose client hung up: nothing of the run is left behind. A connection whose run completed is
@@ -10,43 +10,44 @@ False.
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Generic
 
-import msgspec
-from roboz_helper import protocol
-from roboz_helper.file_policy import FilePolicy
-from roboz_helper.protocol import ExecCommand, Greeting, ListScripts, RunScript
+from roboz_helper.protocol import ExecCommand, Greeting, Response, RunScript
 
-from roboz.shed.guard._policy import PermissionPolicy
-from roboz.shed.safe_scripts.client import (
-    DEFAULT_CAPTURE_BYTES,
+from roboz.shed.safe_scripts.client import OutputCallback
+from roboz.shed.safe_scripts.core import (
     HEADER_SIZE,
-    MAX_IDLE_CONNECTIONS,
-    ClientRefused,
-    ClientSettings,
+    Connect,
+    Emit,
+    Keep,
+    ReadFrame,
+    Send,
+    Steps,
+    T,
+    Wait,
+    check_call,
+    command_request,
+    decode_frame,
+    frame_length,
+    list_call,
+    run_call,
+    script_request,
+)
+from roboz.shed.safe_scripts.results import (
     ConnectionLost,
-    HelperBusy,
     HelperTimeout,
-    ListingReader,
-    NotStarted,
-    OutputCallback,
-    RunReader,
+    SafeScriptsError,
     ScriptInfo,
     ShellScriptResult,
-    check_greeting,
-    command_request,
+)
+from roboz.shed.safe_scripts.shells import (
+    ClientBase,
+    IdleConnections,
     connect_error,
-    decode_frame,
-    first_frame,
-    frame_length,
-    kept_open,
     owner,
-    refused_result,
-    run_timeout,
-    script_request,
 )
 
 
@@ -69,11 +70,9 @@ class _AsyncConnection:
         self.owner = owner()
 
     def reusable(self) -> bool:
-        """Ours (loop, process, identity), open, and nothing from the helper waiting (a
-        Closing frame or EOF)."""
+        """Of this loop, open, and nothing from the helper waiting (a Closing frame or EOF)."""
         return (
             self.loop is asyncio.get_running_loop()
-            and self.owner == owner()
             and not self.writer.is_closing()
             and not self.reader.at_eof()
             and not _buffered(self.reader)
@@ -88,13 +87,9 @@ class _AsyncConnection:
         except (asyncio.IncompleteReadError, ConnectionResetError):
             raise ConnectionLost("the helper closed the connection unexpectedly") from None
 
-    async def read(self) -> protocol.Response:
-        length = frame_length(await self.read_exactly(HEADER_SIZE))
-        return decode_frame(await self.read_exactly(length))
-
-    async def send(self, message: protocol.Request) -> None:
+    async def send(self, data: bytes) -> None:
         try:
-            self.writer.write(protocol.encode_frame(message))
+            self.writer.write(data)
             await self.writer.drain()
         except (BrokenPipeError, ConnectionResetError):
             raise ConnectionLost("the helper closed the connection unexpectedly") from None
@@ -104,6 +99,70 @@ class _AsyncConnection:
         self.writer.close()
 
 
+def _buffered(reader: asyncio.StreamReader) -> bool:
+    # StreamReader has no public "bytes waiting" query; an idle connection has none.
+    return bool(getattr(reader, "_buffer", b""))
+
+
+class _Outcome(Generic[T]):
+    value: T
+
+
+async def _drive(
+    connect: Callable[[], Awaitable[_AsyncConnection]],
+    idle: IdleConnections[_AsyncConnection],
+    steps: Steps[T],
+    outcome: _Outcome[T],
+) -> AsyncGenerator[OutputChunk, None]:
+    """Carry out the steps of a call (core.py) on asyncio streams; the run's output is
+    yielded as it arrives, the call's value left in ``outcome``."""
+    conn: _AsyncConnection | None = None
+    keep = False
+    answer: Response | bool | None = None
+    error: SafeScriptsError | None = None
+    try:
+        while True:
+            try:
+                step = steps.send(answer) if error is None else steps.throw(error)
+            except StopIteration as done:
+                outcome.value = done.value
+                if keep and conn is not None:
+                    idle.keep(conn)
+                    conn = None
+                return
+            answer, error, keep = None, None, False
+            try:
+                if isinstance(step, ReadFrame):
+                    assert conn is not None
+                    header = await conn.read_exactly(HEADER_SIZE)
+                    answer = decode_frame(await conn.read_exactly(frame_length(header)))
+                elif isinstance(step, Send):
+                    assert conn is not None
+                    await conn.send(step.data)
+                elif isinstance(step, Emit):
+                    yield OutputChunk(step.stream, step.data)
+                elif isinstance(step, Keep):
+                    keep = True
+                elif isinstance(step, Wait):
+                    assert conn is not None
+                    conn.timeout = step.seconds
+                else:  # TakeIdle or Connect: on to another connection
+                    if conn is not None:
+                        conn.close()
+                        conn = None
+                    if isinstance(step, Connect):
+                        conn = await connect()
+                    else:
+                        conn = idle.take(_AsyncConnection.reusable)
+                        answer = conn is not None
+            except SafeScriptsError as exc:
+                error = exc
+    finally:
+        steps.close()
+        if conn is not None:
+            conn.close()
+
+
 class ScriptStream:
     """One run's output as an async iterator of OutputChunk; ``result`` once it is exhausted.
 
@@ -111,9 +170,15 @@ class ScriptStream:
     leaving the block (or cancelling the task) closes the connection, which ends the run.
     """
 
-    def __init__(self, client: AsyncSafeScriptsClient, request: RunScript | ExecCommand) -> None:
-        self.result: ShellScriptResult | None = None
-        self._chunks = self._exchange(client, request)
+    def __init__(
+        self, chunks: AsyncGenerator[OutputChunk, None], outcome: _Outcome[ShellScriptResult]
+    ) -> None:
+        self._chunks = chunks
+        self._outcome = outcome
+
+    @property
+    def result(self) -> ShellScriptResult | None:
+        return getattr(self._outcome, "value", None)
 
     def __aiter__(self) -> ScriptStream:
         return self
@@ -135,155 +200,30 @@ class ScriptStream:
     ) -> None:
         await self.aclose()
 
-    async def _exchange(
-        self, client: AsyncSafeScriptsClient, request: RunScript | ExecCommand
-    ) -> AsyncGenerator[OutputChunk, None]:
-        if client.reuse_connections:
-            request = msgspec.structs.replace(request, keep_open=True)
-            conn = client.idle.take()
-            if conn is not None:
-                try:
-                    first = await _start(conn, request, reused=True)
-                except NotStarted:
-                    conn.close()  # the helper closed it unread: once more on a new connection
-                except BaseException:
-                    conn.close()
-                    raise
-                else:
-                    async for chunk in self._frames(client, conn, first):
-                        yield chunk
-                    return
-        conn = await _connect(client)
-        try:
-            greeting = check_greeting(await conn.read(), request.file_policy is not None)
-        except (ClientRefused, HelperBusy) as exc:
-            conn.close()
-            self.result = refused_result(exc)
-            return
-        except BaseException:
-            conn.close()
-            raise
-        conn.timeout = run_timeout(client.timeout, greeting)
-        try:
-            first = await _start(conn, request, reused=False)
-        except BaseException:
-            conn.close()
-            raise
-        async for chunk in self._frames(client, conn, first):
-            yield chunk
 
-    async def _frames(
-        self, client: AsyncSafeScriptsClient, conn: _AsyncConnection, frame: protocol.Response
-    ) -> AsyncGenerator[OutputChunk, None]:
-        keep = False
-        try:
-            run = RunReader(client.max_capture_bytes)
-            while True:
-                item = run.feed(frame)
-                if isinstance(item, ShellScriptResult):
-                    self.result = item
-                    keep = client.reuse_connections and kept_open(frame)
-                    return
-                yield OutputChunk(item.stream, item.data)
-                frame = await conn.read()
-        finally:
-            if keep:
-                client.idle.keep(conn)
-            else:
-                conn.close()
-
-
-async def _start(
-    conn: _AsyncConnection, request: RunScript | ExecCommand, reused: bool
-) -> protocol.Response:
-    """Send the request; its first answer. NotStarted if a reused connection proves unread."""
-    try:
-        await conn.send(request)
-    except ConnectionLost:
-        if reused:
-            raise NotStarted from None
-        raise
-    return first_frame(await conn.read(), reused)
-
-
-class _IdleConnections:
-    """A client's kept connections between runs (one run at a time on each)."""
-
-    def __init__(self) -> None:
-        self._conns: list[_AsyncConnection] = []
-
-    def take(self) -> _AsyncConnection | None:
-        while self._conns:
-            conn = self._conns.pop()
-            if conn.reusable():
-                return conn
-            if conn.owner[0] == os.getpid():
-                conn.close()
-        return None
-
-    def keep(self, conn: _AsyncConnection) -> None:
-        if len(self._conns) < MAX_IDLE_CONNECTIONS:
-            self._conns.append(conn)
-        else:
-            conn.close()
-
-    def close(self) -> None:
-        conns, self._conns = self._conns, []
-        for conn in conns:
-            conn.close()
-
-
-def _buffered(reader: asyncio.StreamReader) -> bool:
-    # StreamReader has no public "bytes waiting" query; an idle connection has none.
-    return bool(getattr(reader, "_buffer", b""))
-
-
-class AsyncSafeScriptsClient(ClientSettings):
+class AsyncSafeScriptsClient(ClientBase[_AsyncConnection]):
     """Talk to a roboz-helper on ``socket_path`` from asyncio code; the same calls, results
     and errors as SafeScriptsClient, plus ``stream_script`` / ``stream_command``."""
 
-    def __init__(
-        self,
-        socket_path: str | os.PathLike[str],
-        timeout: float = 10.0,
-        max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
-        reuse_connections: bool = True,
-        file_policy: PermissionPolicy | FilePolicy | None = None,
-    ) -> None:
-        super().__init__(socket_path, timeout, max_capture_bytes, reuse_connections, file_policy)
-        self.idle = _IdleConnections()
-
-    def close(self) -> None:
-        """Close the idle kept connections (a later run connects again)."""
-        self.idle.close()
-
     async def check(self) -> Greeting:
         """Connect and return the helper's greeting, or raise why that is not possible."""
-        conn = await _connect(self)
-        try:
-            return check_greeting(await conn.read())
-        finally:
-            conn.close()
+        return await self._call(check_call())
 
     async def list_scripts(self) -> list[ScriptInfo]:
-        conn = await _connect(self)
-        try:
-            check_greeting(await conn.read())
-            await conn.send(ListScripts())
-            listing = ListingReader()
-            while (found := listing.feed(await conn.read())) is None:
-                pass
-            return found
-        finally:
-            conn.close()
+        return await self._call(list_call())
 
     def stream_script(self, path: str, args: Sequence[str] = ()) -> ScriptStream:
         """Run ``path`` with ``args``, yielding its output as it arrives."""
-        return ScriptStream(self, script_request(path, args, self.file_policy))
+        return self._stream(script_request(path, args, self.file_policy))
 
     def stream_command(self, argv: Sequence[str]) -> ScriptStream:
         """Run an allowlisted executable (argv[0] its absolute path), yielding its output."""
-        return ScriptStream(self, command_request(argv, self.file_policy))
+        return self._stream(command_request(argv, self.file_policy))
+
+    def _stream(self, request: RunScript | ExecCommand) -> ScriptStream:
+        outcome: _Outcome[ShellScriptResult] = _Outcome()
+        steps = run_call(self.settings, request)
+        return ScriptStream(_drive(self._connect, self.idle, steps, outcome), outcome)
 
     async def run_script(
         self, path: str, args: Sequence[str] = (), on_output: OutputCallback | None = None
@@ -297,14 +237,19 @@ class AsyncSafeScriptsClient(ClientSettings):
         """Run an allowlisted executable; argv[0] must be its absolute path."""
         return await _finish(self.stream_command(argv), on_output)
 
+    async def _call(self, steps: Steps[T]) -> T:
+        outcome: _Outcome[T] = _Outcome()
+        async for _ in _drive(self._connect, self.idle, steps, outcome):
+            pass  # check and list_scripts emit no output
+        return outcome.value
 
-async def _connect(settings: ClientSettings) -> _AsyncConnection:
-    try:
-        async with asyncio.timeout(settings.timeout):
-            reader, writer = await asyncio.open_unix_connection(settings.socket_path)
-    except OSError as exc:
-        raise connect_error(exc, settings.socket_path) from None
-    return _AsyncConnection(reader, writer, settings.timeout)
+    async def _connect(self) -> _AsyncConnection:
+        try:
+            async with asyncio.timeout(self.timeout):
+                reader, writer = await asyncio.open_unix_connection(self.socket_path)
+        except OSError as exc:
+            raise connect_error(exc, self.socket_path) from None
+        return _AsyncConnection(reader, writer, self.timeout)
 
 
 async def _finish(stream: ScriptStream, on_output: OutputCallback | None) -> ShellScriptResult:

@@ -175,20 +175,14 @@ def shell_script_context(
         if isinstance(client_or_socket_path, SafeScriptsClient)
         else SafeScriptsClient(client_or_socket_path)
     )
+    # Both clients from one ClientSettings value: every setting of the caller's client
+    # (reuse_connections too) holds for the async runs as for the blocking ones.
+    settings = client.settings
     if file_policy is not None:
-        client = SafeScriptsClient(
-            client.socket_path,
-            timeout=client.timeout,
-            max_capture_bytes=client.max_capture_bytes,
-            reuse_connections=client.reuse_connections,
-            file_policy=_narrowest(client.file_policy, file_policy),
-        )
-    aclient = AsyncSafeScriptsClient(
-        client.socket_path,
-        timeout=client.timeout,
-        max_capture_bytes=client.max_capture_bytes,
-        file_policy=client.file_policy,
-    )
+        narrowed = _narrowest(settings.file_policy, file_policy)
+        settings = replace(settings, file_policy=narrowed)
+        client = SafeScriptsClient.from_settings(settings)
+    aclient = AsyncSafeScriptsClient.from_settings(settings)
     return ShellScriptContext(client, aclient, max_output_chars, max_live_chars)
 
 
