@@ -134,23 +134,7 @@ def policy_problems(policy: Policy) -> list[PathProblem]:
     return [
         problem
         for name, profile in policy.profiles.items()
-        for problem in _profile_problems(name, profile) + _unserved(name, profile)
-    ]
-
-
-def _unserved(name: str, profile: Profile) -> list[PathProblem]:
-    # The egress proxy (roboz_helper.egress) is not yet part of a run: a policy that needs it
-    # is refused where it would be served (start-up, reload, check-policy on this host), so
-    # that no run of such a profile starts without the network it was promised.
-    if isinstance(profile.network, str):
-        return []
-    return [
-        PathProblem(
-            f"profiles.{name}.network",
-            "allow",
-            "this helper does not serve "
-            "network allowlists yet (check-policy --skip-paths checks the entries)",
-        )
+        for problem in _profile_problems(name, profile)
     ]
 
 

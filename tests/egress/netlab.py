@@ -16,6 +16,7 @@ accept log), so a test can show that nothing reached a host except through the p
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import http.server
 import itertools
 import os
@@ -25,13 +26,14 @@ import struct
 import subprocess
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from roboz_helper.egress.allowlist import parse_allowlist
-from roboz_helper.egress.endpoint import CLONE_NEWNET, NamespaceSockets, setns
+from roboz_helper.egress.endpoint import PROXY_HOST, PROXY_PORT
 from roboz_helper.egress.proxy import EgressSession, Limits
 from roboz_helper.egress.resolver import DnsResolver
 
@@ -57,6 +59,58 @@ NAMES: dict[str, list[tuple[str, str]]] = {
 }
 _counter = itertools.count()
 T = TypeVar("T")
+
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def setns(fd: int, nstype: int) -> None:
+    """setns(2) for the calling thread (os.setns exists from Python 3.12 on)."""
+    if _libc.setns(ctypes.c_int(fd), ctypes.c_int(nstype)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+class NamespaceSockets:
+    """Makes sockets inside the test's namespaces from one thread, which enters a namespace
+    only for one call and returns to its own (a socket stays in the namespace it was made in,
+    whoever holds it later)."""
+
+    def __init__(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="netlab-netns")
+        self._home: int | None = None
+
+    def _make(
+        self, netns: int, family: int, kind: int, address: tuple[str, int] | None, listen: bool
+    ) -> socket.socket:
+        if self._home is None:
+            self._home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+        setns(netns, CLONE_NEWNET)
+        try:
+            sock = socket.socket(family, kind | socket.SOCK_CLOEXEC)
+        finally:
+            setns(self._home, CLONE_NEWNET)
+        if address is not None:
+            sock.bind(address)
+        if listen:
+            sock.listen(128)
+        return sock
+
+    def make(
+        self,
+        netns: int,
+        family: int = socket.AF_INET,
+        kind: int = socket.SOCK_STREAM,
+        address: tuple[str, int] | None = None,
+        listen: bool = False,
+    ) -> socket.socket:
+        return self._executor.submit(self._make, netns, family, kind, address, listen).result()
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        if self._home is not None:
+            os.close(self._home)
 
 
 class Netns:
@@ -215,10 +269,14 @@ class _Server(http.server.ThreadingHTTPServer):
 
 
 def _serve_echo(sock: socket.socket, label: str, log: AcceptLog) -> None:
-    def one(conn: socket.socket) -> None:
+    def one(conn: socket.socket, peer: str) -> None:
         with conn:
-            while data := conn.recv(65536):
-                conn.sendall(data)
+            try:
+                while data := conn.recv(65536):
+                    conn.sendall(data)
+            except OSError:
+                pass
+        log.add(label + "-closed", peer)  # the other end went away
 
     while True:
         try:
@@ -226,7 +284,7 @@ def _serve_echo(sock: socket.socket, label: str, log: AcceptLog) -> None:
         except OSError:
             return
         log.add(label, peer[0])
-        threading.Thread(target=one, args=(conn,), daemon=True).start()
+        threading.Thread(target=one, args=(conn, peer[0]), daemon=True).start()
 
 
 def dns_answer(query: bytes, tcp: bool) -> bytes:
@@ -405,7 +463,7 @@ class Lab:
         allowlist, errors = parse_allowlist(allow)
         assert not errors, errors
         ns = Netns("x")
-        listener = self.sockets.proxy_listener(ns.fd)
+        listener = self.sockets.make(ns.fd, address=(PROXY_HOST, PROXY_PORT), listen=True)
         session = EgressSession(allowlist, self.resolver, policy, Limits(**limits))
 
         async def start() -> None:

@@ -34,6 +34,7 @@ import msgspec
 from roboz_helper.egress import handshakes as hs
 from roboz_helper.egress.addresses import NEVER, IPAddress, special_range
 from roboz_helper.egress.allowlist import Allowlist, AllowlistError, Destination, Entry, host_name
+from roboz_helper.egress.endpoint import take_listener
 from roboz_helper.egress.frontends import Ask, Client, Closed, Refused, read_request
 from roboz_helper.egress.relay import Tunnel
 from roboz_helper.egress.report import MAX_LISTED, NetworkReport, Refusal, RefusalReason
@@ -72,6 +73,7 @@ class EgressSession:
         self._tasks: set[asyncio.Task[None]] = set()
         self._tunnels: set[Tunnel] = set()
         self._accepting: asyncio.Task[None] | None = None
+        self._closed = False
         self._listener: socket.socket | None = None
 
     # --- the run's limits and the report ---------------------------------------------------
@@ -111,7 +113,14 @@ class EgressSession:
 
     # --- lifetime --------------------------------------------------------------------------
 
+    def attach(self, pidfd: int) -> None:
+        """Serve the listener the run's pid 1 (``pidfd``) made in the run's namespace."""
+        self.start(take_listener(pidfd))
+
     def start(self, listener: socket.socket) -> None:
+        if self._closed:  # the run ended before its pid 1 was reached
+            listener.close()
+            return
         listener.setblocking(False)
         self._listener = listener
         self._accepting = asyncio.get_running_loop().create_task(self._accept(listener))
@@ -119,6 +128,7 @@ class EgressSession:
     async def close(self) -> NetworkReport:
         """Stop accepting, end every connection of the run (handshakes and tunnels), and
         return the report. Idempotent."""
+        self._closed = True
         if self._accepting is not None:
             # Cancelled and awaited before the listener closes: the loop must stop watching a
             # descriptor before it is closed (and its number reused).

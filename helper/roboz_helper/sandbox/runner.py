@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import struct
@@ -22,12 +23,22 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from roboz_helper.egress.report import NetworkReport
 from roboz_helper.run_states import RunReason
 
 from . import cgroups, cleanup, launch
 from .init_wire import PID_FORMAT, STATUS_FORMAT
 from .outcome import Ended, Refusals, outcome_of
-from .spec import ChildPlan, RunFds, SandboxError, SandboxOutcome, SandboxSpec, Started, validate
+from .spec import (
+    ChildPlan,
+    NetworkSession,
+    RunFds,
+    SandboxError,
+    SandboxOutcome,
+    SandboxSpec,
+    Started,
+    validate,
+)
 from .support import sandbox_support
 
 USE_ZYGOTE = launch.USE_ZYGOTE
@@ -84,9 +95,15 @@ class _Pipes:
 
 
 class _Run:
-    def __init__(self, spec: SandboxSpec, on_output: OnOutput):
+    def __init__(self, spec: SandboxSpec, on_output: OnOutput, network: NetworkSession | None):
         self.spec = spec
         self.on_output = on_output
+        self.network = network
+        self.network_error = b""
+        # network = proxy: what the set-up pipe said (a set-up error) and whether it ended.
+        self.setup_buf = b""
+        self.setup_ended = False
+        self.attached = False
         self.loop = asyncio.get_running_loop()
         self.pipes = _Pipes()
         self.started: Started | None = None
@@ -148,8 +165,39 @@ class _Run:
                 self.pidfd_b = os.pidfd_open(self.pid_b)
             except OSError:
                 self.pidfd_b = None
+            self._attach_network()
             if self.reason is not None:
                 self.kill()
+
+    def _on_setup(self) -> None:
+        """network = proxy: the set-up pipe. Its end (every copy is closed once pid 1 is set
+        up and the run has exec'd) means the proxy's listener exists; anything written on it
+        is a set-up error, kept for the outcome."""
+        data = _read_ready(self.pipes.setup_r, 8192)
+        if data is None:
+            return
+        if data:
+            self.setup_buf += data
+            return
+        self._remove_reader(self.pipes.setup_r)
+        self.setup_ended = True
+        self._attach_network()
+
+    def _attach_network(self) -> None:
+        """The egress proxy takes the listener pid 1 made, once pid 1 is known and set up (in
+        direct mode the starter names it); a run whose proxy cannot serve it is stopped (it
+        would wait on a port nobody answers). Connections made before wait in the backlog."""
+        if self.started is None or self.network is None or self.attached:
+            return
+        init_pidfd = self.pidfd_b if self.direct else self.started.pidfd
+        if not self.setup_ended or self.setup_buf or init_pidfd is None:
+            return
+        self.attached = True
+        try:
+            self.network.attach(init_pidfd)
+        except OSError as exc:
+            self.network_error = f"network: the egress proxy cannot serve the run: {exc}".encode()
+            self.kill()
 
     def _on_exit(self) -> None:
         assert self.started is not None
@@ -286,6 +334,8 @@ class _Run:
         self._add_reader(pipes.status_r, self._on_status)
         self._add_reader(pipes.out_r, self._on_stream, 1, pipes.out_r)
         self._add_reader(pipes.err_r, self._on_stream, 2, pipes.err_r)
+        if self.network is not None:
+            self._add_reader(pipes.setup_r, self._on_setup)
         timer = self.loop.call_at(self.loop.time() + self.spec.timeout_s, self._on_deadline)
         children_cpu_s = None
         try:
@@ -309,12 +359,15 @@ class _Run:
             with contextlib.suppress(OSError):
                 while chunk := os.read(pipes.status_r, 4096):
                     self.status_buf += chunk
-        return outcome_of(self.spec, self._ended(time.monotonic() - started_at, children_cpu_s))
+            # Nothing of the run is left: its proxy connections end with it.
+            report = await _closed(self.network) if self.network is not None else None
+        outcome = outcome_of(self.spec, self._ended(time.monotonic() - started_at, children_cpu_s))
+        return dataclasses.replace(outcome, network=report) if report is not None else outcome
 
     def _ended(self, wall: float, children_cpu_s: float | None) -> Ended:
-        setup_error = b""
+        setup_error = self.network_error or self.setup_buf
         with contextlib.suppress(OSError):
-            setup_error = os.read(self.pipes.setup_r, 8192)
+            setup_error = setup_error or os.read(self.pipes.setup_r, 8192)
         return Ended(
             wall_time_s=wall,
             reason=self.reason,
@@ -346,6 +399,15 @@ class _Run:
             cleanup.finish_later(self.cg, init_exiting, lambda: _phase(run_id, "init_exited"))
 
 
+async def _closed(network: NetworkSession) -> NetworkReport:
+    """The session closed and its report, even when the run's caller is being cancelled."""
+    task = asyncio.ensure_future(network.close())
+    while not task.done():
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(task)
+    return task.result()
+
+
 async def _uncancellable(aw: Awaitable[None]) -> None:
     task = asyncio.ensure_future(aw)
     while not task.done():
@@ -366,9 +428,15 @@ def _reap(pid: int) -> float | None:
             return None
 
 
-async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutcome:
-    """Run ``spec`` in a fresh sandbox; see the package README for what that guarantees."""
+async def run_in_sandbox(
+    spec: SandboxSpec, on_output: OnOutput, network: NetworkSession | None = None
+) -> SandboxOutcome:
+    """Run ``spec`` in a fresh sandbox; see the package README for what that guarantees.
+    ``network``: the egress proxy session of a run with ``network = "proxy"`` (and only
+    then), closed when the run has ended; its report is the outcome's ``network``."""
     validate(spec)
+    if (spec.network == "proxy") != (network is not None):
+        raise SandboxError('network: a session is given exactly for network = "proxy"')
     ok, why = sandbox_support()
     if not ok:
         raise SandboxError(f"sandboxing is not available here: {why}")
@@ -376,11 +444,13 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
     if cgroups.backend() is None and not plan.rootless:
         raise SandboxError("no usable cgroup hierarchy (need v1 pids+memory+freezer or "
                            "delegated v2 memory+pids)")  # fmt: skip
-    run = _Run(spec, on_output)
+    run = _Run(spec, on_output, network)
     try:
         return await run.run(plan)
     finally:
         run.release()
+        if network is not None:  # a run that failed to start: its session ends too
+            await _closed(network)
 
 
 def reclaim_stale_runs() -> None:
