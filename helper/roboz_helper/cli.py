@@ -284,6 +284,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise CliError(f"--socket must be an absolute path: {args.socket}", EXIT_USAGE)
     policy = _load(args.policy)
     configure_logging("DEBUG" if args.debug else args.log_level)
+    _raise_open_files_limit()
     # Imported here: check-policy and install-units work without the daemon's dependencies.
     try:
         from roboz_helper.listening import StartupError
@@ -303,6 +304,21 @@ def _serve(args: argparse.Namespace) -> int:
         raise CliError(f"cannot serve: {exc}") from exc
     # SIGTERM is how a service manager stops a daemon: success. SIGINT is an interruption.
     return EXIT_INTERRUPTED if server.stopped_by == signal.SIGINT else EXIT_OK
+
+
+# Descriptors the daemon may hold: each connection of a run through the egress proxy takes two
+# (the run's side, the remote side), up to a profile's max_connections per run, besides the
+# clients' connections and every run's pipes. 1024, the usual soft limit, is soon reached.
+_OPEN_FILES = 1 << 16
+
+
+def _raise_open_files_limit() -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = _OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, _OPEN_FILES)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 def _report(error: BaseException, message: str, debug: bool) -> None:

@@ -147,7 +147,14 @@ def egress_helper(lab: Lab, request: pytest.FixtureRequest) -> Iterator[EgressHe
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             # nsenter, not `ip netns exec`: that one also remounts /sys, hiding the cgroups.
-            ["nsenter", f"--net=/run/netns/{lab.world.name}", *command],
+            # The usual soft limit of open files, which the daemon must raise itself.
+            [
+                "prlimit",
+                "--nofile=1024:",
+                "nsenter",
+                f"--net=/run/netns/{lab.world.name}",
+                *command,
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **MODES[mode]},
@@ -362,3 +369,12 @@ def test_the_runs_connections_end_with_the_run(egress_helper: EgressHelper) -> N
         seen += lab.log.take()
         time.sleep(0.05)
     assert ("echo", WORLD_ADDRESS) in seen
+
+
+def test_the_daemon_may_hold_many_proxy_connections(egress_helper: EgressHelper) -> None:
+    # Two descriptors per proxied connection: the soft limit it was started with (1024) would
+    # be reached by a few runs at their max_connections, so the daemon raises it.
+    limits = Path(f"/proc/{egress_helper.proc.pid}/limits").read_text()
+    line = next(line for line in limits.splitlines() if line.startswith("Max open files"))
+    soft, hard = line.split()[3:5]
+    assert soft == hard == "unlimited" or int(soft) == min(int(hard), 65536) > 1024, line
