@@ -7,31 +7,26 @@ network report; the remote host's accept log shows what reached it.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from roboz.shed.safe_scripts import SafeScriptsClient, ShellScriptResult
+from roboz.shed.safe_scripts import ShellScriptResult
 from roboz.shed.safe_scripts.tool import (
     RunShellScriptInput,
     ShellScriptOutcome,
     get_run_shell_script,
 )
-from tests.helper_daemon import wait_for_socket
 
+from .helperd import EgressHelper, running_helper
 from .netlab import REMOTE, WORLD_ADDRESS, Lab
 
-NOBODY = 65534
 ALLOW = '["files.remote.test:443", "files.remote.test:80", "files.remote.test:7"]'
 PROBE = """
 import errno, json, socket
@@ -58,61 +53,6 @@ print(json.dumps(out))
 """.replace("REMOTE", repr(REMOTE))
 
 
-@dataclass
-class EgressHelper:
-    lab: Lab
-    base: Path
-    socket_path: str
-    policy: Path
-    log: Path
-    proc: subprocess.Popen[bytes]
-
-    def client(self, **settings: object) -> SafeScriptsClient:
-        return SafeScriptsClient(self.socket_path, timeout=60, **settings)  # type: ignore[arg-type]
-
-    def run(self, *argv: str, **settings: object) -> ShellScriptResult:
-        return self.client(**settings).exec_command(list(argv))
-
-    def py(self, code: str, **settings: object) -> ShellScriptResult:
-        return self.run("/usr/bin/python3", "-c", textwrap.dedent(code), **settings)
-
-    def write_policy(self, allow: str) -> None:
-        ca = self.base / "ca" / "ca.pem"
-        self.policy.write_text(f"""
-[server]
-socket = "{self.socket_path}"
-max_runs_per_client = 8
-
-[egress]
-nameservers = ["{REMOTE}"]
-
-[[clients]]
-uid = 0
-profile = "net"
-
-[profiles.net]
-run_as_user = "nobody"
-scripts_dir = "{self.base / "scripts"}"
-workdir = "{self.base / "work"}"
-readonly_paths = ["{self.base / "ca"}"]
-network = {{allow = {allow}}}
-commands = ["/usr/bin/curl", "/usr/bin/git", "/usr/bin/python3", "/bin/sh"]
-env = {{PATH = "/usr/bin:/bin", HOME = "/tmp", SSL_CERT_FILE = "{ca}", GIT_SSL_CAINFO = "{ca}"}}
-timeout_s = 120.0
-max_output_bytes = 16777216
-memory_max_bytes = 536870912
-pids_max = 128
-""")
-
-    def reload(self) -> None:
-        before = self.log.read_text().count("reloaded")
-        self.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 30
-        while self.log.read_text().count("reloaded") == before:
-            assert time.monotonic() < deadline, self.log.read_text()[-2000:]
-            time.sleep(0.05)
-
-
 # How runs start (the sandbox README): a warm pid 1 from the zygote's pool, a pid 1 the zygote
 # forks for the request, or the helper's own set-up child (where pid 1 is named later).
 MODES = {
@@ -124,53 +64,9 @@ MODES = {
 
 @pytest.fixture(scope="module", params=list(MODES))
 def egress_helper(lab: Lab, request: pytest.FixtureRequest) -> Iterator[EgressHelper]:
-    mode = request.param
-    base = Path(os.path.realpath(Path("/var/tmp") / f"roboz-egress-{os.getpid()}-{mode}"))
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(mode=0o755)
-    (base / "scripts").mkdir(mode=0o755)
-    fetch = base / "scripts" / "fetch.sh"
-    fetch.write_text('#!/bin/sh\n# Fetch a URL.\ncurl -sS --fail "$1"\n')
-    fetch.chmod(0o755)
-    (base / "ca").mkdir(mode=0o755)
-    shutil.copy(lab.ca.path, base / "ca" / "ca.pem")
-    (base / "ca" / "ca.pem").chmod(0o644)
-    (base / "work").mkdir()
-    os.chown(base / "work", NOBODY, NOBODY)
-    socket_path = str(base / "helper.sock")
-    log = base / "helper.log"
-    policy = base / "policy.toml"
-    helper = EgressHelper(lab, base, socket_path, policy, log, None)  # type: ignore[arg-type]
-    helper.write_policy(ALLOW)
-    command = [sys.executable, "-m", "roboz_helper", "serve", "--policy", str(policy),
-               "--socket", socket_path, "--log-level", "INFO"]  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            # nsenter, not `ip netns exec`: that one also remounts /sys, hiding the cgroups.
-            # The usual soft limit of open files, which the daemon must raise itself.
-            [
-                "prlimit",
-                "--nofile=1024:",
-                "nsenter",
-                f"--net=/run/netns/{lab.world.name}",
-                *command,
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **MODES[mode]},
-        )
-    helper.proc = proc
-    try:
-        wait_for_socket(socket_path, timeout=60, proc=proc)
+    label = f"egress-{request.param}"
+    with running_helper(lab, ALLOW, MODES[request.param], label) as helper:
         yield helper
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _reached(lab: Lab) -> list[tuple[str, str]]:
@@ -378,3 +274,11 @@ def test_the_daemon_may_hold_many_proxy_connections(egress_helper: EgressHelper)
     line = next(line for line in limits.splitlines() if line.startswith("Max open files"))
     soft, hard = line.split()[3:5]
     assert soft == hard == "unlimited" or int(soft) == min(int(hard), 65536) > 1024, line
+
+
+def test_a_run_over_before_its_proxy_is_reached_succeeds(egress_helper: EgressHelper) -> None:
+    # /bin/true can be gone (pid 1 with it) before the helper takes the proxy's listener.
+    for _ in range(20):
+        result = egress_helper.run("/bin/sh", "-c", "exit 0")
+        assert result.ok, result
+        assert result.network is not None and result.network.connections == 0

@@ -16,7 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import os
+import select
 import signal
 import struct
 import time
@@ -196,6 +198,8 @@ class _Run:
         try:
             self.network.attach(init_pidfd)
         except OSError as exc:
+            if _exited(exc, init_pidfd):
+                return  # the run is over before its proxy was needed (a quick /bin/true)
             self.network_error = f"network: the egress proxy cannot serve the run: {exc}".encode()
             self.kill()
 
@@ -397,6 +401,15 @@ class _Run:
         if self.cg is not None or init_exiting >= 0:
             run_id = self.spec.run_id
             cleanup.finish_later(self.cg, init_exiting, lambda: _phase(run_id, "init_exited"))
+
+
+def _exited(error: OSError, pidfd: int) -> bool:
+    """Whether taking pid 1's listener failed because pid 1 is gone (ESRCH) or exiting (its
+    descriptors closed, EBADF, its pidfd readable within moments): pid 1 made the listener
+    before the run started, and never closes it itself."""
+    if error.errno == errno.ESRCH:
+        return True
+    return error.errno == errno.EBADF and bool(select.select([pidfd], [], [], 0.02)[0])
 
 
 async def _closed(network: NetworkSession) -> NetworkReport:
