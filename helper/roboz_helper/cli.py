@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from roboz_helper import install_units
+from roboz_helper.egress.config import allowlist_of
 from roboz_helper.file_policy import rules_text
 from roboz_helper.host_paths import PolicyPathsError, load_usable_policy
 from roboz_helper.log_format import configure_logging
-from roboz_helper.policy import Policy, PolicyError, allowlist_of, load_policy
+from roboz_helper.policy import Policy, PolicyError, load_policy
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

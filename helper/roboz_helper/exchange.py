@@ -11,10 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from roboz_helper import host_paths, protocol, runs
+from roboz_helper.egress.config import EgressConfig
 from roboz_helper.egress.proxy import EgressSession
 from roboz_helper.log_format import fields
 from roboz_helper.peer import PeerCredentials
-from roboz_helper.policy import EgressConfig, Profile
+from roboz_helper.policy import Profile
 from roboz_helper.protocol import Request, RunCompletion
 from roboz_helper.sandbox import SandboxError, SandboxSpec, run_in_sandbox
 

@@ -18,7 +18,13 @@ from typing import Any
 
 import msgspec
 
-from roboz_helper.egress.allowlist import Allowlist, NetworkAllow, parse_allowlist, parse_entry
+from roboz_helper.egress.allowlist import NetworkAllow
+from roboz_helper.egress.config import (
+    EgressConfig,
+    EgressConfigError,
+    check_egress,
+    check_network,
+)
 from roboz_helper.file_policy import FilePolicy, FilePolicyError, load_file_policy
 from roboz_helper.run_states import NetworkMode
 
@@ -36,28 +42,6 @@ class ServerConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_o
     handshake_timeout_s: float = 5.0
     socket_group: str | None = None
     socket_mode: int = 0o660
-
-
-class EgressConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """How the helper's egress proxy reaches the network for runs with an allowlist."""
-
-    # Name servers the proxy asks ("192.0.2.53", "[2001:db8::53]:5353"); empty: the host's
-    # resolver (getaddrinfo).
-    nameservers: tuple[str, ...] = ()
-    resolve_timeout_s: float = 5.0
-    connect_timeout_s: float = 10.0
-
-
-def allowlist_of(network: NetworkAllow) -> Allowlist:
-    """A profile's allowlist, parsed (validate() has refused a policy with a bad entry)."""
-    return _parsed_allowlist(network.allow)
-
-
-def _parsed_allowlist(texts: tuple[str, ...]) -> Allowlist:
-    allowlist, errors = parse_allowlist(texts)
-    if errors:
-        raise PolicyError(f"allow[{errors[0][0]}]: {errors[0][1]}")
-    return allowlist
 
 
 class ClientRule(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -326,41 +310,19 @@ def _validate_server(server: ServerConfig, look_up_names: bool) -> None:
 
 
 def _validate_egress(egress: EgressConfig) -> None:
-    for i, server in enumerate(egress.nameservers):
-        try:
-            nameserver_address(server)
-        except ValueError as exc:
-            raise PolicyError(f"egress.nameservers[{i}]: {exc}") from None
-    _positive(egress.resolve_timeout_s, "egress.resolve_timeout_s")
-    _positive(egress.connect_timeout_s, "egress.connect_timeout_s")
-
-
-def nameserver_address(text: str) -> tuple[str, int]:
-    """(address, port) of a name server entry: an IP literal with an optional port (53)."""
-    entry = parse_entry(text)
-    net = entry.network
-    if net is None or net.num_addresses != 1:
-        raise ValueError(f"{text!r}: a name server is an IP address with an optional port")
-    return str(net.network_address), entry.port or 53
-
-
-_MAX_CONNECTIONS = 4096
+    try:
+        check_egress(egress)
+    except EgressConfigError as exc:
+        raise PolicyError(f"egress.{exc}") from None
 
 
 def _validate_network(where: str, network: NetworkMode | NetworkAllow) -> None:
     if isinstance(network, str):
         return
-    if not network.allow:
-        raise PolicyError(f'{where}.allow: empty; write network = "none" for no network')
     try:
-        _parsed_allowlist(network.allow)
-    except PolicyError as exc:
+        check_network(network)
+    except EgressConfigError as exc:
         raise PolicyError(f"{where}.{exc}") from None
-    if network.max_bytes is not None:
-        _limit(network.max_bytes, f"{where}.max_bytes", "max_bytes")
-    if not 1 <= network.max_connections <= _MAX_CONNECTIONS:
-        raise PolicyError(f"{where}.max_connections: must be within 1..{_MAX_CONNECTIONS}, "
-                          f"got {network.max_connections}")  # fmt: skip
 
 
 def _validate_profile(name: str, profile: Profile, look_up_names: bool) -> None:

@@ -6,11 +6,12 @@ import secrets
 import shlex
 from typing import Any, get_args
 
+from roboz_helper.egress.config import EgressConfig
 from roboz_helper.egress.endpoint import proxy_environment
 from roboz_helper.egress.proxy import EgressSession
 from roboz_helper.egress.sessions import NetworkRequestError, resolver_for, session_for
 from roboz_helper.file_policy import FilePolicy, FilePolicyError, check_file_policy
-from roboz_helper.policy import NUMERIC_LIMITS, EgressConfig, Profile, run_as_ids
+from roboz_helper.policy import NUMERIC_LIMITS, Profile, run_as_ids
 from roboz_helper.protocol import ExecCommand, Limits, RunCompletion, RunScript
 from roboz_helper.run_states import Limit, RunStatus
 from roboz_helper.sandbox import SandboxOutcome, SandboxSpec

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from roboz_helper.egress.allowlist import NetworkAllow
+from roboz_helper.egress.config import EgressConfig
 from roboz_helper.egress.resolver import DnsResolver, SystemResolver
 from roboz_helper.egress.sessions import NetworkRequestError, narrowed, resolver_for, session_for
-from roboz_helper.policy import EgressConfig
 
 PROFILE = NetworkAllow(allow=("*.example.org:443", "pypi.org", "10.1.0.0/16:22"), max_bytes=99)
 

@@ -8,13 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from roboz_helper.policy import (
-    EgressConfig,
-    NetworkAllow,
-    PolicyError,
-    allowlist_of,
-    parse_policy,
-)
+from roboz_helper.egress.allowlist import NetworkAllow
+from roboz_helper.egress.config import EgressConfig, allowlist_of
+from roboz_helper.policy import PolicyError, parse_policy
 
 HEAD = """
 [[clients]]
@@ -105,7 +101,7 @@ def test_an_allowlist_decodes_and_keeps_its_order() -> None:
         ),
         (
             '{allow = ["a.example"], max_bytes = 0}',
-            "profiles.dev.network.max_bytes: must be a positive",
+            "profiles.dev.network.max_bytes: must be within 1..4611686018427387904, got 0",
         ),
         (
             '{allow = ["a.example"], max_connections = 0}',

@@ -10,9 +10,13 @@ a run under way. Standard library and msgspec only.
 from __future__ import annotations
 
 from roboz_helper.egress.allowlist import Allowlist, AllowlistError, NetworkAllow, parse_entry
+from roboz_helper.egress.config import (
+    EgressConfig,
+    allowlist_of,
+    nameserver_address,
+)
 from roboz_helper.egress.proxy import EgressSession, Limits
 from roboz_helper.egress.resolver import DnsResolver, Resolver, SystemResolver
-from roboz_helper.policy import EgressConfig, allowlist_of, nameserver_address
 
 
 class NetworkRequestError(ValueError):

@@ -16,19 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import errno
 import os
-import select
 import signal
 import struct
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from roboz_helper.egress.report import NetworkReport
 from roboz_helper.run_states import RunReason
 
 from . import cgroups, cleanup, launch
+from .egress_door import EgressDoor
 from .init_wire import PID_FORMAT, STATUS_FORMAT
 from .outcome import Ended, Refusals, outcome_of
 from .spec import (
@@ -100,14 +98,10 @@ class _Run:
     def __init__(self, spec: SandboxSpec, on_output: OnOutput, network: NetworkSession | None):
         self.spec = spec
         self.on_output = on_output
-        self.network = network
-        self.network_error = b""
-        # network = proxy: what the set-up pipe said (a set-up error) and whether it ended.
-        self.setup_buf = b""
-        self.setup_ended = False
-        self.attached = False
         self.loop = asyncio.get_running_loop()
         self.pipes = _Pipes()
+        # network = proxy: the run's egress session, attached once pid 1 is set up.
+        self.door = EgressDoor(network, self.pipes.setup_r, self.kill) if network else None
         self.started: Started | None = None
         self.cg: cgroups.RunCgroup | None = None  # known once the run is started
         self.reason: RunReason | None = None
@@ -167,41 +161,15 @@ class _Run:
                 self.pidfd_b = os.pidfd_open(self.pid_b)
             except OSError:
                 self.pidfd_b = None
-            self._attach_network()
+            if self.door is not None and self.pidfd_b is not None:
+                self.door.init_known(self.pidfd_b)
             if self.reason is not None:
                 self.kill()
 
     def _on_setup(self) -> None:
-        """network = proxy: the set-up pipe. Its end (every copy is closed once pid 1 is set
-        up and the run has exec'd) means the proxy's listener exists; anything written on it
-        is a set-up error, kept for the outcome."""
-        data = _read_ready(self.pipes.setup_r, 8192)
-        if data is None:
-            return
-        if data:
-            self.setup_buf += data
-            return
-        self._remove_reader(self.pipes.setup_r)
-        self.setup_ended = True
-        self._attach_network()
-
-    def _attach_network(self) -> None:
-        """The egress proxy takes the listener pid 1 made, once pid 1 is known and set up (in
-        direct mode the starter names it); a run whose proxy cannot serve it is stopped (it
-        would wait on a port nobody answers). Connections made before wait in the backlog."""
-        if self.started is None or self.network is None or self.attached:
-            return
-        init_pidfd = self.pidfd_b if self.direct else self.started.pidfd
-        if not self.setup_ended or self.setup_buf or init_pidfd is None:
-            return
-        self.attached = True
-        try:
-            self.network.attach(init_pidfd)
-        except OSError as exc:
-            if _exited(exc, init_pidfd):
-                return  # the run is over before its proxy was needed (a quick /bin/true)
-            self.network_error = f"network: the egress proxy cannot serve the run: {exc}".encode()
-            self.kill()
+        assert self.door is not None
+        if self.door.on_setup():
+            self._remove_reader(self.pipes.setup_r)
 
     def _on_exit(self) -> None:
         assert self.started is not None
@@ -338,8 +306,10 @@ class _Run:
         self._add_reader(pipes.status_r, self._on_status)
         self._add_reader(pipes.out_r, self._on_stream, 1, pipes.out_r)
         self._add_reader(pipes.err_r, self._on_stream, 2, pipes.err_r)
-        if self.network is not None:
+        if self.door is not None:
             self._add_reader(pipes.setup_r, self._on_setup)
+            if not self.started.direct:  # direct mode: once the starter names pid 1
+                self.door.init_known(self.started.pidfd)
         timer = self.loop.call_at(self.loop.time() + self.spec.timeout_s, self._on_deadline)
         children_cpu_s = None
         try:
@@ -364,12 +334,12 @@ class _Run:
                 while chunk := os.read(pipes.status_r, 4096):
                     self.status_buf += chunk
             # Nothing of the run is left: its proxy connections end with it.
-            report = await _closed(self.network) if self.network is not None else None
+            report = await self.door.close() if self.door is not None else None
         outcome = outcome_of(self.spec, self._ended(time.monotonic() - started_at, children_cpu_s))
         return dataclasses.replace(outcome, network=report) if report is not None else outcome
 
     def _ended(self, wall: float, children_cpu_s: float | None) -> Ended:
-        setup_error = self.network_error or self.setup_buf
+        setup_error = (self.door.error or self.door.setup_error) if self.door else b""
         with contextlib.suppress(OSError):
             setup_error = setup_error or os.read(self.pipes.setup_r, 8192)
         return Ended(
@@ -401,24 +371,6 @@ class _Run:
         if self.cg is not None or init_exiting >= 0:
             run_id = self.spec.run_id
             cleanup.finish_later(self.cg, init_exiting, lambda: _phase(run_id, "init_exited"))
-
-
-def _exited(error: OSError, pidfd: int) -> bool:
-    """Whether taking pid 1's listener failed because pid 1 is gone (ESRCH) or exiting (its
-    descriptors closed, EBADF, its pidfd readable within moments): pid 1 made the listener
-    before the run started, and never closes it itself."""
-    if error.errno == errno.ESRCH:
-        return True
-    return error.errno == errno.EBADF and bool(select.select([pidfd], [], [], 0.02)[0])
-
-
-async def _closed(network: NetworkSession) -> NetworkReport:
-    """The session closed and its report, even when the run's caller is being cancelled."""
-    task = asyncio.ensure_future(network.close())
-    while not task.done():
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(task)
-    return task.result()
 
 
 async def _uncancellable(aw: Awaitable[None]) -> None:
@@ -462,8 +414,8 @@ async def run_in_sandbox(
         return await run.run(plan)
     finally:
         run.release()
-        if network is not None:  # a run that failed to start: its session ends too
-            await _closed(network)
+        if run.door is not None:  # a run that failed to start: its session ends too
+            await run.door.close()
 
 
 def reclaim_stale_runs() -> None:

@@ -71,7 +71,7 @@ class ShellScriptOutcome(Str):
     limit: str | None = None
     output_truncated: bool = False
     # A run with a network allowlist: what its proxy refused.
-    network_refused: list[RefusedConnection] = Field(default_factory=list)
+    network_refused: list[RefusedConnection] = Field(default_factory=list[RefusedConnection])
 
 
 @dataclass(frozen=True)
