@@ -231,7 +231,7 @@ def parse_entry(text: str) -> Entry:
         return _address_entry(text, address, port)
     if _looks_numeric(host):
         return _address_entry(text, ip_address(host), port)
-    if host.startswith("*."):
+    if host.startswith("*.") and "*" not in host[2:]:
         suffix = host_name(host[2:])
         if suffix.count(".") < 1:
             raise AllowlistError(

@@ -52,7 +52,8 @@ class Refusal(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
         if self.reason in POLICY_REASONS:
             why = f"is not allowed by policy {policy!r}"
         elif self.reason in ("byte-limit", "connection-limit"):
-            why = f"was refused: the run's {self.reason} of policy {policy!r}"
+            limit = self.reason.replace("-", " ")
+            why = f"was refused: the run reached its {limit} (policy {policy!r})"
         else:
             why = f"failed ({self.reason})"
         detail = f": {self.detail}" if self.detail else ""

@@ -33,3 +33,17 @@ def test_a_report_becomes_typed_refusals_with_messages() -> None:
     )
     assert third.message == "network: files.example.org:443 failed (unresolved): no such name"
     assert network.summary()[-1] == "network: 2 more refused attempts (not listed)"
+
+
+def test_a_limit_says_which() -> None:
+    report = NetworkReport(
+        policy="dev",
+        refused=1,
+        refusals=(Refusal(host="a.example", port=443, reason="byte-limit", detail="100000 bytes"),),
+    )
+    (refusal,) = RunNetwork.from_report(report).refusals
+    assert refusal.message == (
+        "network: a.example:443 was refused: the run reached its byte limit (policy 'dev'): "
+        "100000 bytes"
+    )
+    assert not refusal.by_policy
