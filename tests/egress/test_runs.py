@@ -137,6 +137,8 @@ def test_everything_else_is_refused_and_reported(egress_helper: EgressHelper) ->
     first = next(r for r in result.network.refusals if r.host == "other.remote.test")
     assert first.message == "network: other.remote.test:80 is not allowed by policy 'net'"
     assert first.by_policy
+    # The failed run's diagnostic points at the network first.
+    assert "(note: network: " in result.diagnostic and "more refused attempts)" in result.diagnostic
     assert _reached(lab) == []  # nothing reached any server
 
 

@@ -75,6 +75,16 @@ class EgressDoor:
         return task.result()
 
 
+def network_note(status: str, report: NetworkReport) -> str:
+    """For a run that failed after its proxy refused something: the first refusal, which is
+    the likelier cause than the notes on the seccomp filter and file modes."""
+    if status == "success" or not report.refusals:
+        return ""
+    more = report.refused - 1
+    also = f"; {more} more refused attempt{'s' if more > 1 else ''}" if more > 0 else ""
+    return f" (note: {report.refusals[0].text(report.policy)}{also})"
+
+
 def _exited(error: OSError, pidfd: int) -> bool:
     """Whether taking pid 1's listener failed because pid 1 is gone (ESRCH) or exiting (its
     descriptors closed, EBADF, its pidfd readable within moments): pid 1 made the listener

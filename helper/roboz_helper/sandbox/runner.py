@@ -26,7 +26,7 @@ from typing import Any
 from roboz_helper.run_states import RunReason
 
 from . import cgroups, cleanup, launch
-from .egress_door import EgressDoor
+from .egress_door import EgressDoor, network_note
 from .init_wire import PID_FORMAT, STATUS_FORMAT
 from .outcome import Ended, Refusals, outcome_of
 from .spec import (
@@ -336,7 +336,10 @@ class _Run:
             # Nothing of the run is left: its proxy connections end with it.
             report = await self.door.close() if self.door is not None else None
         outcome = outcome_of(self.spec, self._ended(time.monotonic() - started_at, children_cpu_s))
-        return dataclasses.replace(outcome, network=report) if report is not None else outcome
+        if report is None:
+            return outcome
+        diagnostic = outcome.diagnostic + network_note(outcome.status, report)
+        return dataclasses.replace(outcome, network=report, diagnostic=diagnostic)
 
     def _ended(self, wall: float, children_cpu_s: float | None) -> Ended:
         setup_error = (self.door.error or self.door.setup_error) if self.door else b""
