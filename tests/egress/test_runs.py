@@ -138,7 +138,8 @@ def test_everything_else_is_refused_and_reported(egress_helper: EgressHelper) ->
     assert first.message == "network: other.remote.test:80 is not allowed by policy 'net'"
     assert first.by_policy
     # The failed run's diagnostic points at the network first.
-    assert "(note: network: " in result.diagnostic and "more refused attempts)" in result.diagnostic
+    assert result.diagnostic.startswith("exited with status 7 (note: network: ")
+    assert "more refused attempts) (note: the sandbox's seccomp filter" in result.diagnostic
     assert _reached(lab) == []  # nothing reached any server
 
 

@@ -338,7 +338,9 @@ class _Run:
         outcome = outcome_of(self.spec, self._ended(time.monotonic() - started_at, children_cpu_s))
         if report is None:
             return outcome
-        diagnostic = outcome.diagnostic + network_note(outcome.status, report)
+        # Before the other notes (the seccomp filter, file modes): the likelier cause.
+        head, sep, notes = outcome.diagnostic.partition(" (note: ")
+        diagnostic = head + network_note(outcome.status, report) + sep + notes
         return dataclasses.replace(outcome, network=report, diagnostic=diagnostic)
 
     def _ended(self, wall: float, children_cpu_s: float | None) -> Ended:
