@@ -550,3 +550,15 @@ def test_a_connection_that_never_asks_is_closed_and_reported(lab: Lab) -> None:
     assert [(r.reason, r.detail) for r in report.refusals] == [
         ("malformed", "the handshake did not complete in time")
     ]
+
+
+def test_a_run_resolves_a_name_once_for_its_connections(lab: Lab) -> None:
+    lab.log.take()
+    with lab.run(["files.remote.test", "other.remote.test"]) as run:
+        for _ in range(2):
+            _ok(run.sh("for i in 1 2 3 4 5; do curl -sS --fail http://files.remote.test/; done"))
+        _ok(run.sh("curl -sS --fail http://other.remote.test/"))
+        report = run.finish()
+    queries = [server for server, _ in lab.log.take() if server.startswith("dns")]
+    assert report.connections == 11
+    assert len(queries) == 4  # A and AAAA, once for each name

@@ -27,6 +27,7 @@ import contextlib
 import errno
 import logging
 import socket
+import time
 from dataclasses import dataclass
 
 import msgspec
@@ -41,6 +42,8 @@ from roboz_helper.egress.report import MAX_LISTED, NetworkReport, Refusal, Refus
 from roboz_helper.egress.resolver import ResolveError, Resolver
 
 log = logging.getLogger(__name__)
+# How long a run's proxy keeps a name's addresses (at most; the resolver's own caching aside).
+RESOLVED_FOR_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +77,7 @@ class EgressSession:
         self._tunnels: set[Tunnel] = set()
         self._accepting: asyncio.Task[None] | None = None
         self._closed = False
+        self._resolved: dict[str, tuple[float, asyncio.Future[list[IPAddress]]]] = {}
         self._listener: socket.socket | None = None
 
     # --- the run's limits and the report ---------------------------------------------------
@@ -140,6 +144,8 @@ class EgressSession:
             task.cancel()
         for tunnel in list(self._tunnels):
             tunnel.abort()
+        for _, resolving in self._resolved.values():
+            resolving.cancel()
         waiting = [*self._tasks, *(t.done for t in self._tunnels)]
         if waiting:
             await asyncio.wait(waiting)
@@ -207,7 +213,7 @@ class EgressSession:
                 )
             return verdict, [dest.address]
         try:
-            found = await self.resolver.resolve(dest.host)
+            found = await self._resolve(dest.host)
         except ResolveError as exc:
             raise Refused("unresolved", dest.host, dest.port, str(verdict), str(exc)) from None
         usable = [a for a in found if self._usable(a, dest.port)]
@@ -221,6 +227,22 @@ class EgressSession:
                 f"resolves only to addresses no entry names: {ranges}",
             )
         return verdict, usable
+
+    async def _resolve(self, name: str) -> list[IPAddress]:
+        """The name's addresses, asked for once per RESOLVED_FOR_S within the run: a run
+        opening 32 connections to one host resolves it once (the checks are made on every
+        connection all the same). A failure is not kept."""
+        now = time.monotonic()
+        known = self._resolved.get(name)
+        failed = (
+            known is not None
+            and known[1].done()
+            and (known[1].cancelled() or known[1].exception() is not None)
+        )
+        if known is None or known[0] < now or failed:
+            known = (now + RESOLVED_FOR_S, asyncio.ensure_future(self.resolver.resolve(name)))
+            self._resolved[name] = known
+        return list(await asyncio.shield(known[1]))
 
     def _usable(self, address: IPAddress, port: int) -> bool:
         kind = special_range(address)
