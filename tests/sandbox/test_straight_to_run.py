@@ -4,12 +4,13 @@ reported exactly as through pid 1. Each test makes sure that path was taken."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
 
 import pytest
-from roboz_helper.sandbox import runner, zygote, zygote_client
+from roboz_helper.sandbox import prepared, run_in_sandbox, runner, zygote
 
 from .conftest import Result, Sandbox
 
@@ -34,9 +35,9 @@ def straight(sandbox: Sandbox, *argv: str, **changes: object) -> Result:
     for _ in range(ATTEMPTS):
         sandbox.exec("/bin/true", **changes)  # the zygote prepares one of this shape after it
         time.sleep(READY_S)
-        before = zygote_client.handed_to_run
+        before = prepared.handed_to_run
         result = sandbox.exec(*argv, **changes)
-        if zygote_client.handed_to_run == before + 1:
+        if prepared.handed_to_run == before + 1:
             return result
     raise AssertionError(f"no request went straight to the run process in {ATTEMPTS} tries")
 
@@ -89,3 +90,27 @@ def test_a_timeout_kills_everything(warm: Sandbox) -> None:
             except OSError:
                 continue
             assert marker.encode() not in cmdline, f"pid {entry} survived"
+
+
+def test_back_to_back_runs_each_run_once(warm: Sandbox) -> None:
+    """Whichever way each request went (pid 1 may still be preparing, or may have taken the
+    pipes and closed its request socket before the helper's empty header arrives), each run
+    happens exactly once: nothing falls back to a second start once a run is under way."""
+
+    async def main() -> list[tuple[str, bytes]]:
+        done = []
+        for i in range(40):
+            chunks: list[bytes] = []
+
+            async def collect(stream: int, data: bytes, chunks: list[bytes] = chunks) -> None:
+                chunks.append(data)
+
+            spec = warm.spec(argv=["/bin/echo", f"run {i}"])
+            outcome = await run_in_sandbox(spec, collect)
+            done.append((outcome.status, b"".join(chunks)))
+        return done
+
+    before = prepared.handed_to_run
+    done = asyncio.run(main())
+    assert done == [("success", f"run {i}\n".encode()) for i in range(40)]
+    assert prepared.handed_to_run > before, "no request went straight to the run process"

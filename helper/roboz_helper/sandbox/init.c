@@ -26,6 +26,10 @@
  *                  str exec path, strs argv, strs env, then (optional) str script path
  *                  (empty: none), str script bytes, then (optional) the file view:
  *                  u32 n, n x (u8 kind, str path, u64 dev, u64 ino) (receive)
+ * A prepared run process reads the run's part of a request (up to the script) from pid 1
+ * (hand_over, with stdout, stderr and set-up pipes) or straight from the helper (with the
+ * status pipe too; it hands pid 1 the set-up and status pipes, and the helper sends pid 1 an
+ * empty header: wait_for_request).
  * Status written to the status pipe: i32 wait status, i64 CPU us, i64 peak RSS bytes.
  * Every failure is written to the set-up pipe as "stage: message" before _exit(127).
  */
@@ -628,7 +632,8 @@ static int take_fds(int sock, int *fds, int n) {
     msg.msg_controllen = sizeof control;
     if (recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1) return -1;
     struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
+    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+        cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
         return -1;
     memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
     return 0;
@@ -679,8 +684,6 @@ static int mkdirs(const char *dir) {
     }
 }
 
-/* The request's part of the root: the script's copy into /run/roboz/, the file view, then
- * the root tmpfs read-only. */
 static int root_read_only; /* made so ahead of the request (offer_run_socket) */
 
 static int set_root_read_only(int read_only) {
@@ -692,6 +695,8 @@ static int set_root_read_only(int read_only) {
     return 0;
 }
 
+/* The request's part of the root: the script's copy into /run/roboz/, the file view, then
+ * the root tmpfs read-only. */
 static int finish_root(const struct request *req) {
     int script = req->script_path && req->script_path[0];
     if ((script || req->nview) && root_read_only && set_root_read_only(0) < 0) return -1;
@@ -740,7 +745,36 @@ static void kill_and_reap_the_rest(void) {
     }
 }
 
-static void supervise(pid_t pid, int exec_r, int setup_w, int status_w);
+/* pid 1 once the run process has its request: its own privilege drop once the run has
+ * exec'd, then reaping, the report on the status pipe, exit. */
+static void supervise(pid_t pid, int exec_r, int setup_w, int status_w) {
+    /* Let the run process set itself up first (it closes exec_w at its exec): pid 1's own
+     * privilege drop would otherwise delay the run. Until then pid 1 is root but not
+     * dumpable, and signals from the run are ignored by an init without handlers; the run
+     * has no capabilities and its filter forbids ptrace, so nothing it does reaches pid 1. */
+    char byte;
+    while (read(exec_r, &byte, 1) < 0 && errno == EINTR) {
+    }
+    close(exec_r);
+    if (drop_privileges(PID1) < 0) report(setup_w, "init", "%s", why());
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        report(setup_w, "init", "dumpable: %s", strerror(errno));
+    if (install_filter() < 0) report(setup_w, "init", "%s", why());
+    close(setup_w);
+    int st = reap_until(pid);
+    kill_and_reap_the_rest();
+    struct rusage ru;
+    getrusage(RUSAGE_CHILDREN, &ru);
+    int64_t cpu_us = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
+                     ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+    int64_t peak = (int64_t)ru.ru_maxrss * 1024;
+    uint8_t out[20];
+    memcpy(out, &st, 4);
+    memcpy(out + 4, &cpu_us, 8);
+    memcpy(out + 12, &peak, 8);
+    write_all(status_w, out, sizeof out);
+    _exit(0);
+}
 
 static void run_init(struct request *req, struct prepared *warm) {
     int setup_w = req->fds[2], status_w = req->fds[3];
@@ -775,37 +809,6 @@ static void run_init(struct request *req, struct prepared *warm) {
     close(req->fds[1]);
     for (int i = 4; i < req->nfds; i++) close(req->fds[i]);
     supervise(pid, exec_r, setup_w, status_w);
-}
-
-/* pid 1 once the run process has its request: its own privilege drop once the run has
- * exec'd, then reaping, the report on the status pipe, exit. */
-static void supervise(pid_t pid, int exec_r, int setup_w, int status_w) {
-    /* Let the run process set itself up first (it closes exec_w at its exec): pid 1's own
-     * privilege drop would otherwise delay the run. Until then pid 1 is root but not
-     * dumpable, and signals from the run are ignored by an init without handlers; the run
-     * has no capabilities and its filter forbids ptrace, so nothing it does reaches pid 1. */
-    char byte;
-    while (read(exec_r, &byte, 1) < 0 && errno == EINTR) {
-    }
-    close(exec_r);
-    if (drop_privileges(PID1) < 0) report(setup_w, "init", "%s", why());
-    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-        report(setup_w, "init", "dumpable: %s", strerror(errno));
-    if (install_filter() < 0) report(setup_w, "init", "%s", why());
-    close(setup_w);
-    int st = reap_until(pid);
-    kill_and_reap_the_rest();
-    struct rusage ru;
-    getrusage(RUSAGE_CHILDREN, &ru);
-    int64_t cpu_us = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
-                     ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
-    int64_t peak = (int64_t)ru.ru_maxrss * 1024;
-    uint8_t out[20];
-    memcpy(out, &st, 4);
-    memcpy(out + 4, &cpu_us, 8);
-    memcpy(out + 12, &peak, 8);
-    write_all(status_w, out, sizeof out);
-    _exit(0);
 }
 
 /* Ahead of the request: the root read-only (a request with a script or a file view makes it
