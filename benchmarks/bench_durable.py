@@ -1,16 +1,28 @@
-"""Durable turns (roboz.durable on DBOS) beside the same turns in memory.
+"""Durable turns (roboz.durable on DBOS) beside the same turns in memory and empty DBOS steps.
 
 One turn is ``STEPS`` rounds of an LLM call choosing a tool and the tool's call, then a stop.
 Figures are per round, in the same process on the same machine:
 
 - in memory: ``Agent.invoke`` (no thread store);
-- durable: the turn as a DBOS workflow on a worker (an LLM step, a write of the thread's new
-  rows and a tool step per round);
+- durable: the turn as a DBOS workflow on a worker (per round an LLM step and a tool step,
+  which first writes the thread's new rows: ``roboz.durable.step_writes``);
+- before: the same, with the progress write a recorded step of its own (a DBOS datasource
+  transaction) before each tool step, as the driver did until issue 31;
 - durable with ``progress=False``: the thread written once at the end of the turn instead of
-  before each tool call (an LLM step and a tool step per round);
-- durable with the tool declared ``pure``: no tool step and no write before it, the rows go
-  with the next write; the difference is what a pure tool saves per call;
-- an empty DBOS step, DBOS's own cost per recorded step.
+  in each tool step;
+- durable with the tool declared ``pure``: no tool step, the rows go with the next write;
+- the baseline: two empty DBOS steps (``DBOS.run_step`` of a function doing nothing), DBOS's
+  own cost for the two records a round cannot do without.
+
+Three figures per kind, each against two empty steps: the whole turn divided by its rounds
+(the turn's first and last transactions, which read and end the thread, spread over its
+rounds); the steady state, between the turn's first and last LLM call, timed inside the
+steps (likewise for the empty steps), which is what each further round costs; and the CPU
+the whole turn used, in this process and in the server (wall time on a loaded machine also
+waits for a CPU at each round trip, CPU time much less so). The machine is shared, so each
+repetition times one turn of each kind and the empty steps back to back, and ratios are
+taken within a repetition before the median: a burst of load from elsewhere weighs on both
+sides alike.
 
 The worker is launched in a child process (DBOS is one runtime per process), against a
 throwaway PostgreSQL cluster on a Unix socket with fsync off, as in the tests; turns are
@@ -20,10 +32,14 @@ called directly as workflows, so queue polling is not in the figures.
 from __future__ import annotations
 
 import json
+import os
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from roboz import Agent, tool
 from roboz.llm import FunctionEndpoint, ProviderRecord
@@ -31,6 +47,8 @@ from roboz.models import Empty, Message
 from roboz.tools import stop
 
 ROOT = Path(__file__).resolve().parents[1]
+GOAL = 1.3
+"""A durable round against two empty DBOS steps (issue 31)."""
 
 
 class Round(Empty):
@@ -49,20 +67,87 @@ def pure_work(input: Round, messages: list[Message]) -> Round:
     return Round(n=input.n + 1)
 
 
-def _reply_for(steps: int) -> FunctionEndpoint:
-    def reply(records: list[ProviderRecord]) -> dict[str, object]:
+class _Scripted(FunctionEndpoint):
+    """The scripted LLM; notes when each call is made (inside its step)."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__(self._reply)
+        self.steps = steps
+        self.at: list[float] = []
+
+    def _reply(self, records: list[ProviderRecord]) -> dict[str, object]:
+        self.at.append(time.perf_counter())
         done = sum(1 for r in records if r["content"].startswith("[work result]"))
-        if done < steps:
+        if done < self.steps:
             return {"action": "work", "n": done}
         return {"action": "stop", "value": done}
 
-    return FunctionEndpoint(reply)
-
 
 def agents(steps: int) -> tuple[Agent, Agent]:
-    plain = Agent(name="plain", agent_endpoint=_reply_for(steps), tools=[work, stop])
-    pure = Agent(name="pure", agent_endpoint=_reply_for(steps), tools=[pure_work, stop])
+    plain = Agent(name="plain", agent_endpoint=_Scripted(steps), tools=[work, stop])
+    pure = Agent(name="pure", agent_endpoint=_Scripted(steps), tools=[pure_work, stop])
     return plain, pure
+
+
+class _Cpu:
+    """CPU seconds used so far by this process (every thread) and by the PostgreSQL server
+    (the postmaster's children, live or reaped): the cost of a durable step is mostly the
+    server's and the client's work, and unlike wall time it does not grow with the load
+    others put on the machine."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+        self.postmaster = int(_stat(backend)[1])
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def __call__(self) -> float:
+        server = sum(int(x) for x in _stat(self.postmaster)[11:15])  # incl. reaped children
+        for pid in _children(self.postmaster):
+            try:
+                server += sum(int(x) for x in _stat(pid)[11:13])
+            except OSError:
+                continue  # gone meanwhile: counted by the postmaster's reaped time next
+        return time.process_time() + server / self._tick
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat from the state field on (index 0 is the state, 1 the parent)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as children:
+            found += [int(c) for c in children.read().split()]
+    return found
+
+
+def _recorded_progress(kind: str) -> Callable[[], None]:
+    """For ``kind == "recorded"``, the design before: the progress write a recorded step of its
+    own (a datasource transaction) before each tool step, where the driver now writes inside
+    the step. Returns what undoes it."""
+    from roboz.durable.driver import DurableDriver
+
+    original = DurableDriver.call_tool
+    if kind != "recorded":
+        return lambda: None
+
+    async def call_tool(self: Any, tool: Any, value: Empty, messages: list[Message]) -> Any:
+        if not tool.pure and self._progress:
+            self._conversation.flush()  # outside any step: recorded
+        return await original(self, tool, value, messages)
+
+    DurableDriver.call_tool = call_tool  # type: ignore[method-assign]
+
+    def undo() -> None:
+        DurableDriver.call_tool = original  # type: ignore[method-assign]
+
+    return undo
 
 
 def _child(url: str, steps: int, reps: int) -> None:
@@ -79,39 +164,66 @@ def _child(url: str, steps: int, reps: int) -> None:
         assert result.value == steps
     memory = (time.perf_counter() - started) / (reps * 5 * steps)
 
+    empty_at: list[float] = []
+
     @DBOS.workflow(name="bench.empty")
     def empty_steps(count: int) -> None:
         for _ in range(count):
-            DBOS.run_step({"name": "bench.noop"}, lambda: None)
+            DBOS.run_step({"name": "bench.noop"}, lambda: empty_at.append(time.perf_counter()))
 
+    kinds = (
+        ("plain", plain, True),
+        ("recorded", plain, True),
+        ("at_end", plain, False),
+        ("pure", pure, True),
+    )
     runs = DurableRuns(url, agents=[plain, pure])
     runs.launch(executor_id="bench:0")
+    cpu = _Cpu(url)
+    assert workflow._host is not None
+    host = workflow._host
+    figures: dict[str, list[float]] = {}
+
+    def note(label: str, wall: float, cpu_s: float | None = None) -> None:
+        """Per round, or per two empty steps' worth (``steps`` rounds, ``2 * steps`` steps;
+        a steady state spans one step or round fewer)."""
+        per = 2 * steps if label.startswith("empty") else steps
+        per -= label.endswith("_steady") and label.startswith("empty")
+        figures.setdefault(label, []).append(wall / per)
+        if cpu_s is not None:
+            figures.setdefault(label + "_cpu", []).append(cpu_s / per)
+
     try:
-        figures: dict[str, float] = {"memory": memory}
-        for label, name, progress in (
-            ("plain", "plain", True),
-            ("at_end", "plain", False),
-            ("pure", "pure", True),
-        ):
-            assert workflow._host is not None
-            workflow._host.progress = progress  # as DurableRuns(progress=...) sets it
-            with SetWorkflowID(f"warm-{label}/0"):
-                run_turn(name, "go", f"warm-{label}")
-            started = time.perf_counter()
-            for i in range(reps):
-                with SetWorkflowID(f"{label}{i}/1"):
-                    assert run_turn(name, "go", f"{label}{i}").output.value == steps
-            figures[label] = (time.perf_counter() - started) / (reps * steps)
-        count = steps * reps * 3
-        with SetWorkflowID("empty/0"):
-            empty_steps(10)
-        started = time.perf_counter()
-        with SetWorkflowID("empty/1"):
-            empty_steps(count)
-        figures["empty"] = (time.perf_counter() - started) / count
+        for i in range(-1, reps):  # -1: a warm-up, not counted
+            order = [*kinds, None]  # None: the empty steps
+            shift = max(i, 0) % len(order)  # each kind first in turn, none favoured
+            for kind in order[shift:] + order[:shift]:
+                if kind is None:
+                    empty_at.clear()
+                    started, cpu_started = time.perf_counter(), cpu()
+                    with SetWorkflowID(f"empty{i}/1"):
+                        empty_steps(2 * steps)
+                    if i >= 0:
+                        note("empty", time.perf_counter() - started, cpu() - cpu_started)
+                        note("empty_steady", empty_at[-1] - empty_at[0])
+                    continue
+                label, agent, progress = kind
+                host.progress = progress  # as DurableRuns(progress=...) sets it
+                at = agent.agent_endpoint.at  # type: ignore[union-attr]
+                at.clear()
+                undo = _recorded_progress(label)
+                started, cpu_started = time.perf_counter(), cpu()
+                try:
+                    with SetWorkflowID(f"{label}{i}/1"):
+                        assert run_turn(agent.name, "go", f"{label}{i}").output.value == steps
+                finally:
+                    undo()
+                if i >= 0:
+                    note(label, time.perf_counter() - started, cpu() - cpu_started)
+                    note(label + "_steady", at[-1] - at[0])
     finally:
         runs.shutdown()
-    print(json.dumps(figures), flush=True)
+    print(json.dumps({"memory": memory, **figures}), flush=True)
 
 
 def main(quick: bool = False) -> None:
@@ -127,7 +239,7 @@ def main(quick: bool = False) -> None:
 
     from roboz.durable import migrate
 
-    steps, reps = (5, 2) if quick else (20, 5)
+    steps, reps = (5, 2) if quick else (20, 9)
     clusters = start_cluster()
     cluster = next(clusters)
     try:
@@ -155,23 +267,51 @@ def main(quick: bool = False) -> None:
     if done.returncode != 0:
         raise RuntimeError(f"the durable worker failed: {done.stderr[-2000:]}")
     figures = json.loads(done.stdout.strip().splitlines()[-1])
-    memory, plain, at_end, pure, empty = (
-        figures[k] for k in ("memory", "plain", "at_end", "pure", "empty")
-    )
-    print(f"{steps} rounds of LLM call + tool call per turn, {reps} turns")
+
+    def median(kind: str) -> float:
+        return statistics.median(figures[kind])
+
+    def ratio(kind: str, suffix: str = "") -> float:
+        """A round against two empty steps of the same repetition, median over repetitions."""
+        pairs = zip(figures[kind + suffix], figures["empty" + suffix], strict=True)
+        return statistics.median(r / (2 * e) for r, e in pairs)
+
+    plain = median("plain")
+    print(f"{steps} rounds of LLM call + tool call per turn, {reps} turns of each kind (medians)")
     print(
-        f"per round: in memory {memory * 1e3:.3f} ms, durable {plain * 1e3:.2f} ms "
-        f"({plain / memory:.0f}x the in-memory round)"
+        f"per round: in memory {figures['memory'] * 1e3:.3f} ms, durable {plain * 1e3:.2f} ms "
+        f"({plain / figures['memory']:.0f}x the in-memory round)"
     )
     print(
-        f"per round, thread written at the end only (progress=False): durable "
-        f"{at_end * 1e3:.2f} ms ({at_end / memory:.0f}x)"
+        f"empty DBOS step: {median('empty') * 1e3:.2f} ms, {median('empty_steady') * 1e3:.2f} ms "
+        "in the steady state"
+    )
+
+    def line(kind: str) -> str:
+        return (
+            f"{median(kind) * 1e3:.2f} ms a round, {ratio(kind):.2f}x two empty steps over the "
+            f"whole turn, {ratio(kind, '_steady'):.2f}x in the steady state, "
+            f"{ratio(kind, '_cpu'):.2f}x in CPU"
+        )
+
+    print(f"durable round: {line('plain')}")
+    print(f"before, the progress write a recorded step of its own: {line('recorded')}")
+    whole, steady = ratio("plain"), ratio("plain", "_steady")
+    print(
+        f"goal: a durable round <= {GOAL:g}x two empty DBOS steps: "
+        f"{'met' if whole <= GOAL else 'NOT met'} over the whole turn ({whole:.2f}x), "
+        f"{'met' if steady <= GOAL else 'NOT met'} in the steady state ({steady:.2f}x)"
+    )
+    print(f"thread written at the end only (progress=False): {line('at_end')}")
+    pure = median("pure")
+    print(
+        f"pure tool (no tool step): {line('pure')}; a pure tool saves {(plain - pure) * 1e3:.2f} "
+        f"ms a call ({(plain - pure) / plain:.0%} of a durable round)"
     )
     print(
-        f"per round with a pure tool: durable {pure * 1e3:.2f} ms; a pure tool saves "
-        f"{(plain - pure) * 1e3:.2f} ms per call ({(plain - pure) / plain:.0%} of a durable round)"
+        "(CPU: this process's and the server's; wall time on a loaded machine also waits for a "
+        "CPU at each round trip)"
     )
-    print(f"empty DBOS step: {empty * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -10,27 +10,34 @@
 3. ``GET`` of a thread, requests/s and server CPU per request, against a bare ASGI handler
    returning the same JSON on the same uvicorn (target: <= 1.5x its cost).
 
-Clients speak HTTP/1.1 over asyncio streams (no client library), so what is measured is the
-server. Run: ``python -m benchmarks bench_server [--quick]``.
+Clients speak HTTP/1.1 over raw sockets (no client library); stream clients are read by one
+thread that only stamps each read (epoll), their events parsed after the turn, so what is
+measured is the server. The floor of the SSE fan-out on this machine is measured in the same
+run: a bare ASGI app on the same uvicorn pushing a stamped event of a delta's size to 200
+streams. Run: ``python -m benchmarks bench_server [--quick]``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
+import select
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-STAMP = re.compile(r"<(\d{6,})>")
+STAMP = re.compile(rb"<(\d{6,})>")
 
 
 # -- the served agent (imported by the server process) -----------------------------------------
@@ -181,54 +188,201 @@ BARE = textwrap.dedent(
 )
 
 
+BARE_SSE = textwrap.dedent(
+    """
+    import asyncio, sys, socket, time
+    import uvicorn
+    streams = []
+    async def push(pieces, pause):
+        for _ in range(pieces):
+            await asyncio.sleep(pause / 1000)
+            data = b'{"continuation_token":"ct1.x","messages_by_idx":{"1":{"content":[{"text":"<%d> "}]}}}' % time.monotonic_ns()
+            event = b"event: delta\\ndata: " + data.ljust(240) + b"\\n\\n"
+            for send in list(streams):
+                await send({"type": "http.response.body", "body": event, "more_body": True})
+        for send in list(streams):
+            await send({"type": "http.response.body", "body": b'event: delta\\ndata: {"status":"user_turn"}\\n\\n', "more_body": True})
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        if scope["method"] == "POST":
+            body = (await receive())["body"].split()
+            asyncio.ensure_future(push(int(body[0]), int(body[1])))
+            await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": b": connected\\n\\n", "more_body": True})
+        streams.append(send)
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        streams.remove(send)
+    sock = socket.socket(); sock.bind(("127.0.0.1", 0)); sock.listen(2048)
+    print(f"listening on http://127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr, flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    server.run(sockets=[sock])
+    """
+)
+"""The floor of SSE fan-out here: a bare ASGI app on the same uvicorn pushing a stamped
+event of a delta's size to every stream, one ``send`` after the other."""
+
+
+async def _bare_turn(listener: _Listener, port: int, pieces: int, clients: int) -> list[float]:
+    followers = [listener.follow(port, "bare", "bare", "bare") for _ in range(clients)]
+    while not all(f.connected.is_set() for f in followers):
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.2)
+    http = await Http.connect(port)
+    body = b"%d 20" % pieces
+    http.writer.write(
+        b"POST /go HTTP/1.1\r\nHost: bench\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    )
+    await http.response()
+    while not all(f.done.is_set() for f in followers):
+        await asyncio.sleep(0.02)
+    http.close()
+    for follower in followers:
+        listener.close(follower)
+    return [stamp for follower in followers for stamp in follower.stamps]
+
+
 # -- the measurements -----------------------------------------------------------------------
 
 
-async def _follow(port: int, token: str, thread_id: str, start: str, stamps: list[float]) -> Any:
-    """One stream client: latencies of stamped pieces, and the deltas it applied."""
-    from roboz.threads import AgentThreadDelta
+class _Follower:
+    """One stream client that only takes the time: each read of its socket is stamped as it
+    arrives and kept; its events are parsed after the turn."""
 
-    http = await Http.connect(port)
-    http.send(
-        "GET", f"/v1/ai/threads/{thread_id}/stream", token, extra=f"Last-Event-ID: {start}\r\n"
-    )
-    status, _ = await http.head()
-    assert status == 200, status
-    deltas: list[Any] = []
-    async for name, data in http.events():
-        now = time.monotonic_ns()
-        if name != "delta":
-            raise RuntimeError(f"stream error: {data}")
-        for stamp in STAMP.findall(data):
-            stamps.append((now - int(stamp)) / 1e6)
-        delta = AgentThreadDelta.model_validate_json(data)
-        deltas.append(delta)
-        if delta.status is not None and delta.status.value == "user_turn":
-            break
-    http.close()
-    return deltas
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.raw = bytearray()
+        self.stamps: list[float] = []
+        self.connected = threading.Event()
+        self.done = threading.Event()
+
+    def feed(self, now: int, data: bytes) -> None:
+        seen = max(0, len(self.raw) - 40)  # a stamp may straddle two reads
+        self.raw += data
+        window = bytes(self.raw[seen:])
+        fresh = len(self.raw) - seen - len(data)
+        for found in STAMP.finditer(window):
+            if found.end() > fresh:
+                self.stamps.append((now - int(found.group(1))) / 1e6)
+        if not self.connected.is_set() and b": connected" in self.raw:
+            self.connected.set()
+        if b'"status":"user_turn"' in window:
+            self.done.set()
+
+    def deltas(self) -> list[Any]:
+        from roboz.threads import AgentThreadDelta
+
+        head, _, body = bytes(self.raw).partition(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(f"stream refused: {head[:80]!r}")
+        text = bytearray()
+        while body:  # the chunked encoding
+            size_line, _, body = body.partition(b"\r\n")
+            size = int(size_line or b"0", 16)
+            text += body[:size]
+            body = body[size + 2 :]
+        deltas: list[Any] = []
+        for block in bytes(text).split(b"\n\n"):
+            name, data = "message", ""
+            for line in block.decode().split("\n"):
+                if line.startswith("event: "):
+                    name = line[7:]
+                elif line.startswith("data: "):
+                    data = line[6:]
+            if name == "error":
+                raise RuntimeError(f"stream error: {data}")
+            if name == "delta" and data:
+                deltas.append(AgentThreadDelta.model_validate_json(data))
+        return deltas
 
 
-async def _turn(port: int, token: str, pieces: int, pause_ms: int, clients: int) -> Any:
+class _Listener:
+    """Every stream client's socket, read by one thread of its own as data arrives (epoll),
+    doing nothing but stamping and keeping each read: what is measured is the server, not
+    this process's event loop or the time other clients spent parsing before a client's turn
+    came."""
+
+    def __init__(self) -> None:
+        self._epoll = select.epoll()
+        self._followers: dict[int, _Follower] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="listener", daemon=True)
+        self._thread.start()
+
+    def follow(self, port: int, token: str, thread_id: str, start: str) -> _Follower:
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(
+            (
+                f"GET /v1/ai/threads/{thread_id}/stream HTTP/1.1\r\nHost: bench\r\n"
+                f"Authorization: Bearer {token}\r\nLast-Event-ID: {start}\r\n\r\n"
+            ).encode()
+        )
+        sock.setblocking(False)
+        follower = _Follower(sock)
+        self._followers[sock.fileno()] = follower
+        self._epoll.register(sock.fileno(), select.EPOLLIN)
+        return follower
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for fd, _ in self._epoll.poll(0.05):
+                follower = self._followers.get(fd)
+                if follower is None:
+                    continue
+                try:
+                    data = follower.sock.recv(1 << 20)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    self._epoll.unregister(fd)
+                    follower.done.set()
+                    continue
+                follower.feed(time.monotonic_ns(), data)
+
+    def close(self, follower: _Follower) -> None:
+        fd = follower.sock.fileno()
+        if self._followers.pop(fd, None) is not None:
+            with contextlib.suppress(OSError):
+                self._epoll.unregister(fd)
+        follower.sock.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._epoll.close()
+
+
+async def _turn(
+    listener: _Listener, port: int, token: str, pieces: int, pause_ms: int, clients: int
+) -> Any:
     http = await Http.connect(port)
     thread = await http.request("POST", "/v1/ai/threads", token, {})
-    stamps: list[float] = []
     followers = [
-        asyncio.create_task(
-            _follow(port, token, thread["thread_id"], thread["continuation_token"], stamps)
-        )
+        listener.follow(port, token, thread["thread_id"], thread["continuation_token"])
         for _ in range(clients)
     ]
-    await asyncio.sleep(0.5 + clients * 0.002)  # every stream connected and idle
+    while not all(f.connected.is_set() for f in followers):  # every stream connected
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.2)  # and idle
     await http.request(
         "POST",
         f"/v1/ai/threads/{thread['thread_id']}/messages",
         token,
         {"text": f"{pieces} {pause_ms}"},
     )
-    results = await asyncio.gather(*followers)
+    while not all(f.done.is_set() for f in followers):
+        await asyncio.sleep(0.02)
     final = await http.request("GET", f"/v1/ai/threads/{thread['thread_id']}", token)
     http.close()
+    results = []
+    for follower in followers:
+        listener.close(follower)
+        results.append(follower.deltas())
+    stamps = [stamp for follower in followers for stamp in follower.stamps]
     return thread, final, results, stamps
 
 
@@ -253,9 +407,14 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _latency(port: int, token: str, pieces: int) -> None:
-    _, _, _, alone = await _turn(port, token, pieces, 20, 1)
-    thread, final, results, crowd = await _turn(port, token, pieces, 20, 200)
+async def _latency(port: int, token: str, pieces: int, bare_port: int) -> None:
+    listener = _Listener()
+    try:
+        _, _, _, alone = await _turn(listener, port, token, pieces, 20, 1)
+        thread, final, results, crowd = await _turn(listener, port, token, pieces, 20, 200)
+        floor = await _bare_turn(listener, bare_port, pieces, 200)
+    finally:
+        listener.stop()
     bad = _check(thread, final, results)
     print(f"SSE append-to-client latency, {pieces} deltas, pieces 20 ms apart:")
     print(f"  1 client:    p50 {_pct(alone, 0.5):6.2f} ms  p99 {_pct(alone, 0.99):6.2f} ms")
@@ -265,13 +424,23 @@ async def _latency(port: int, token: str, pieces: int) -> None:
         f"  200 clients: p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  ({len(crowd)} samples; "
         f"targets p50 <= 5, p99 <= 25: {verdict}); clients that differ from GET: {bad}"
     )
+    f50, f99 = _pct(floor, 0.5), _pct(floor, 0.99)
+    print(
+        f"  the floor, a bare ASGI app pushing to 200 streams: p50 {f50:6.2f} ms  p99 "
+        f"{f99:6.2f} ms; roboz serve over it: p50 {p50 / f50:.2f}x  p99 {p99 / f99:.2f}x"
+    )
 
 
 async def _load(port: int, token: str, pid: int, turns: int, per_turn: int) -> None:
     started = time.perf_counter()
-    outcomes = await asyncio.gather(
-        *(_turn(port, token, 20, 10, per_turn) for _ in range(turns)), return_exceptions=True
-    )
+    listener = _Listener()
+    try:
+        outcomes = await asyncio.gather(
+            *(_turn(listener, port, token, 20, 10, per_turn) for _ in range(turns)),
+            return_exceptions=True,
+        )
+    finally:
+        listener.stop()
     errors = [o for o in outcomes if isinstance(o, BaseException)]
     bad = sum(
         _check(t, f, r) for t, f, r, _ in (o for o in outcomes if not isinstance(o, BaseException))
@@ -335,7 +504,12 @@ def main(quick: bool = False) -> int:
     ]
     server, port = _start(serve, work)
     try:
-        asyncio.run(_latency(port, token, 50 if quick else 200))
+        bare_sse, bare_sse_port = _start([sys.executable, "-c", BARE_SSE], work)
+        try:
+            asyncio.run(_latency(port, token, 50 if quick else 200, bare_sse_port))
+        finally:
+            bare_sse.terminate()
+            bare_sse.wait(30)
         turns, per_turn = (10, 4) if quick else (50, 4)
         asyncio.run(_load(port, token, server.pid, turns, per_turn))
 

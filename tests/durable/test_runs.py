@@ -145,11 +145,12 @@ def test_a_worker_killed_inside_a_tool_step_resumes_exactly_once(
 def test_a_worker_killed_inside_a_thread_write_writes_it_once(
     durable_url: str, workers: list[Worker]
 ) -> None:
-    # The test holds the step record the worker's second write will insert, so that write
-    # blocks inside its transaction, after inserting its thread rows and before committing.
+    # The test holds the step record the worker's last write (the one ending the turn, step 9
+    # after begin, four LLM calls and three tool steps) will insert, so that write blocks
+    # inside its transaction, after inserting its thread rows and before committing.
     holder = psycopg.connect(durable_url)
     holder.execute(
-        "INSERT INTO dbos.datasource_outputs (workflow_id, step_id, created_at) VALUES ('w/1', 6, 0)"
+        "INSERT INTO dbos.datasource_outputs (workflow_id, step_id, created_at) VALUES ('w/1', 9, 0)"
     )
     first = Worker(durable_url, "host-a:roboz:0")
     with DurableClient(durable_url) as client:
@@ -162,15 +163,16 @@ def test_a_worker_killed_inside_a_thread_write_writes_it_once(
             ).fetchone()[0]:  # type: ignore[index]
                 assert time.monotonic() < deadline, "the write never blocked"
                 time.sleep(0.02)
-        # Its rows (the first tool's result, the next action) are written but not visible:
-        # they commit with the step's record or not at all.
-        assert [seq for seq, _, _ in thread_rows(durable_url, "w")] == [0, 1]
+        # Its rows (the last tool's result, the stop) are written but not visible: they
+        # commit with the step's record or not at all. (Each tool step wrote the rows before
+        # it, up to the action it ran.)
+        assert [seq for seq, _, _ in thread_rows(durable_url, "w")] == list(range(6))
         first.kill()
         holder.rollback()
         holder.close()
         workers.append(Worker(durable_url, "host-a:roboz:0"))
         assert handle.result(timeout=60).output.value.startswith("did 3 steps")
-        assert step_names(client, "w/1")[5] == "roboz.write"  # the step that was held
+        assert step_names(client, "w/1")[8] == "roboz.write"  # the step that was held
         client.enqueue("worker", "go", thread_id="calm", turn=1).result(timeout=60)
     rows = thread_rows(durable_url, "w")
     assert_contiguous(rows)

@@ -48,8 +48,11 @@ def assert_ended_as_cancelled(url: str, thread_id: str, workflow_id: str) -> Non
     rows = thread_rows(url, thread_id)
     assert_contiguous(rows)
     assert rows[-1][1:] == ("roboto", NOTICE)
-    assert last_content(url, thread_id).startswith("failed:")
-    assert f"TurnCancelledError: turn '{workflow_id}' was cancelled" in last_content(url, thread_id)
+    assert last_content(url, thread_id).startswith("cancelled:")  # the seed's CANCELLED
+    ((kind, block),) = json.loads(last_content(url, thread_id).split(":", 1)[1])
+    error = json.loads(block)
+    assert (kind, error["error_code"]) == ("error", "cancelled")
+    assert error["error_message"] == f"turn '{workflow_id}' was cancelled"
     assert thread_status(url, thread_id) == "user_turn"
 
 

@@ -76,6 +76,7 @@ class WorkerProcess:
     options: tuple[str, ...] = FAST
     env: dict[str, str] = field(default_factory=dict[str, str])
     process: subprocess.Popen[bytes] | None = None
+    _started_at_offset: int = 0
 
     @property
     def executor_id(self) -> str:
@@ -106,6 +107,8 @@ class WorkerProcess:
             "ROBOZ_DURABLE_URL": self.url,
             **self.env,
         }
+        # A restarted worker appends to the same log: only what it writes counts as its own.
+        self._started_at_offset = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT
@@ -120,7 +123,8 @@ class WorkerProcess:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise AssertionError(f"worker {self.name} exited early:\n{self.output()}")
-            return f"worker {self.executor_id} serving" in self.output()
+            since_start = self.log.read_bytes()[self._started_at_offset :]
+            return f"worker {self.executor_id} serving".encode() in since_start
 
         wait_until(serving, timeout_s, f"worker {self.name} to serve")
         return self

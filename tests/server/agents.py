@@ -81,8 +81,8 @@ def count_files(input: ClientToolResult, messages: list[Message]) -> Str:
 def make_agent(
     name: str = "helper", pause_s: float = 0.005, chunk_size: int = 6, *, picks: bool = False
 ) -> Agent:
-    """``picks``: the agent counts files a client tool ``pick_files`` picked (every turn must
-    then offer that client tool)."""
+    """``picks``: the agent counts files a client tool ``pick_files`` picked, in turns whose
+    client offers that tool."""
     return Agent(
         name,
         "You help with files.",

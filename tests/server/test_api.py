@@ -12,6 +12,8 @@ import pytest
 from roboz.server import ThreadApiError, ThreadClient
 from roboz.threads import (
     AgentMessage,
+    AgentMessageStatus,
+    AgentRole,
     AgentThreadStatus,
     AgentToolResultContent,
     AgentToolUseContent,
@@ -140,6 +142,23 @@ def test_client_tools_scope_context_and_goals_over_http(served: Served) -> None:
     assert done.model_dump() == bob.get_thread(thread.thread_id).model_dump()
 
 
+def test_an_agent_chained_to_a_client_tool_answers_turns_that_do_not_offer_it(
+    served: Served,
+) -> None:
+    bob = served.client("bob")
+    thread = bob.create_thread(agent="picker")  # count_files is chained to pick_files
+    done = _run_turn(bob, thread.thread_id, "just say hello")
+    assert done.status is AgentThreadStatus.USER_TURN
+    assert not any(m.is_unsuccessful() for m in done.messages)
+    before = bob.get_thread(thread.thread_id)
+    stop = {"name": "stop", "description": "the client's own", "input_schema": {}}
+    with pytest.raises(ThreadApiError) as clash:
+        bob.send_message(thread.thread_id, "hi", client_tools=[stop])
+    assert (clash.value.status, clash.value.code) == (400, "invalid_request")
+    assert "'stop'" in clash.value.message
+    assert bob.get_thread(thread.thread_id).model_dump() == before.model_dump()
+
+
 def test_goals_are_declared_and_unknown_goal_types_refused(served: Served) -> None:
     bob = served.client("bob")
     thread = bob.create_thread()
@@ -189,7 +208,11 @@ def test_a_busy_thread_refuses_a_second_turn_and_cancel_records_the_end(served: 
     assert [m.content[0].text for m in last.messages if m.role.value == "user"] == [  # type: ignore[union-attr]
         "a long answer 200"
     ]
-    assert "AgentCancelledError" in json.dumps(last.messages[-1].model_dump(mode="json"))
+    # The seed's CANCELLED on the reply it cut off and on the notice after it.
+    draft, notice = last.messages[-2:]
+    assert (draft.role, draft.status) == (AgentRole.ASSISTANT, AgentMessageStatus.CANCELLED)
+    assert notice.status is AgentMessageStatus.CANCELLED and notice.is_unsuccessful()
+    assert notice.content[0].model_dump()["error_code"] == "cancelled"
     assert last.model_dump() == bob.get_thread(thread.thread_id).model_dump()
     with pytest.raises(ThreadApiError) as idle:
         bob.cancel(thread.thread_id)

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from roboz.server import ThreadApiError, ThreadClient
-from roboz.threads import AgentThreadStatus, SQLiteThreadStore
+from roboz.threads import AgentMessageStatus, AgentThreadStatus, SQLiteThreadStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -178,7 +178,8 @@ def test_sigterm_lets_a_running_turn_finish_or_records_its_cancellation(
         final = store.get_thread(thread.thread_id)
     assert final.status is AgentThreadStatus.USER_TURN
     assert final.messages[0].content[0].text == "a very long answer 400"  # type: ignore[union-attr]
-    assert "AgentCancelledError" in final.messages[-1].model_dump_json()
+    assert final.messages[-1].status is AgentMessageStatus.CANCELLED
+    assert final.messages[-1].content[0].model_dump()["error_code"] == "cancelled"
     assert any("cancelling 1 turn" in line for line in served.lines)
 
 
@@ -210,5 +211,5 @@ def test_two_servers_over_one_postgres_store_share_deltas_and_cancels(
         assert second.cancel(thread.thread_id) is False  # passed on to the server running it
         *_, last = follow
     assert last.status is AgentThreadStatus.USER_TURN
-    assert "AgentCancelledError" in last.messages[-1].model_dump_json()
+    assert last.messages[-1].status is AgentMessageStatus.CANCELLED
     assert one.stop() == 0 and two.stop() == 0

@@ -331,3 +331,36 @@ def test_loading_a_skill_answers_its_tool_use(store: SQLiteThreadStore) -> None:
     assert [r.tool_use_id for r in results] == [u.tool_use_id for u in uses]
     assert results[0].payload == {"skill": "manners", "loaded": True}
     assert all(m.is_complete() for m in messages)
+
+
+def test_a_cancelled_run_is_recorded_as_cancelled_not_failed(store: SQLiteThreadStore) -> None:
+    from roboz.agent import AgentCancelledError
+    from roboz.agent.context import current_run
+
+    @tool
+    def leave(input: Str, messages: list[Message]) -> Str:
+        """Stop the run from inside (as a user's cancel would)."""
+        context = current_run()
+        assert context is not None
+        context.cancel.set()
+        return Str(value="bye")
+
+    thread_id = store.create_thread(org_id="o", created_by="u").thread_id
+    sink = ThreadRecorder(store, thread_id)
+    agent = Agent(
+        name="a",
+        agent_endpoint=MockLLMEndpoint([{"action": "leave", "value": "v"}]),
+        tools=[leave, roboz.tools.stop],
+        event_sinks=[sink],
+    )
+    with pytest.raises(AgentCancelledError):
+        agent.invoke()
+    thread = store.get_thread(thread_id)
+    assert thread.status is AgentThreadStatus.USER_TURN
+    ended = thread.messages[-1]
+    assert ended.status is AgentMessageStatus.CANCELLED and ended.is_unsuccessful()
+    error = ended.content[-1]
+    assert isinstance(error, AgentErrorContent) and error.error_code == "cancelled"
+    assert not any(m.status is AgentMessageStatus.FAILED for m in thread.messages)
+    last = sink.events[-1]
+    assert isinstance(last, AgentErrorEvent) and last.error_code == "cancelled"

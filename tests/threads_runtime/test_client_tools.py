@@ -30,6 +30,7 @@ from roboz.threads import (
     AgentToolResultContent,
     AgentToolUseContent,
     ClientToolSpec,
+    ThreadNotFoundError,
     ThreadStore,
 )
 from tests.postgres import CHILD_PRELUDE, store_from_spec, store_spec
@@ -91,6 +92,12 @@ else:
     stop, messages = result
     print(json.dumps({"stop": stop.value, "last_request": endpoint.requests[-1][-1]["content"]}))
 """
+
+
+class Picked(ClientToolResult):
+    """More than a client tool's result carries."""
+
+    count: int
 
 
 def run_process(spec: str, step: str, argument: str) -> object:
@@ -240,19 +247,66 @@ def test_only_the_llm_calls_a_client_tool(store: ThreadStore) -> None:
         agent.invoke(thread_id="t-4", client_tools=[PICK])
 
 
-def test_a_tool_chained_to_a_missing_client_tool_fails_when_the_run_starts(
+def test_a_tool_chained_to_a_client_tool_waits_for_a_turn_that_offers_it(
     store: ThreadStore,
 ) -> None:
+    """A client offers the client tools it has, turn by turn: a turn without ``pick_files``
+    runs as usual (the chain after it cannot fire), a turn with it follows the chain."""
+    ran: list[object] = []
+
     @tool(chained_to="pick_files")
     def after(input: ClientToolResult, messages: list[Message]) -> Str:
         """Use the picked files."""
+        ran.append(input.payload)
         return Str(value="used")
 
-    agent = Agent(
-        name="c", agent_endpoint=MockLLMEndpoint([]), tools=[after, roboz.tools.stop], store=store
+    endpoint = MockLLMEndpoint(
+        [
+            {"action": "stop", "value": "no files needed"},
+            {"action": "pick_files", "pattern": "*.csv"},
+            {"action": "stop", "value": "used them"},
+        ]
     )
-    with pytest.raises(AgentConfigurationError, match="chained to 'pick_files'"):
-        agent.invoke([Message(role=Role.USER, content="go")], thread_id="t-5")
+    agent = Agent(name="c", agent_endpoint=endpoint, tools=[after, roboz.tools.stop], store=store)
+    stop, _ = agent.invoke([Message(role=Role.USER, content="hi")], thread_id="t-5")  # type: ignore[misc]
+    assert stop.value == "no files needed"
+    assert "pick_files" not in endpoint.requests[0][0]["content"]  # not offered to the LLM
+    thread = store.get_thread("t-5")
+    assert thread.status is AgentThreadStatus.USER_TURN
+    assert not any(m.is_unsuccessful() for m in thread.messages)
+
+    turn = agent.invoke(
+        [Message(role=Role.USER, content="count my CSVs")], thread_id="t-5", client_tools=[PICK]
+    )
+    assert isinstance(turn, ClientToolTurn)
+    stop, messages = agent.submit_tool_results("t-5", {turn.pending[0].tool_use_id: ["a.csv"]})  # type: ignore[misc]
+    assert stop.value == "used them" and ran == [["a.csv"]]
+    tools = [m.caller for m in messages if m.role is Role.TOOL]
+    assert tools[-3:] == ["pick_files", "after", "stop"]
+
+
+def test_a_client_tool_that_does_not_fit_the_agent_is_refused_before_anything_is_recorded(
+    store: ThreadStore,
+) -> None:
+    @tool(chained_to="pick_files")
+    def narrow(input: Picked, messages: list[Message]) -> Str:
+        """Needs more than a client tool gives."""
+        return Str(value=str(input.count))
+
+    endpoint = MockLLMEndpoint([{"action": "stop", "value": "never"}])
+    agent = Agent(name="c", agent_endpoint=endpoint, tools=[narrow, roboz.tools.stop], store=store)
+    clashing = ClientToolSpec(name="stop", description="mine", input_schema={"type": "object"})
+    for offered, says in [
+        ([PICK], "chain 'pick_files' -> 'narrow'"),
+        ([clashing], "'stop'"),
+    ]:
+        with pytest.raises(AgentConfigurationError, match=says):
+            agent.invoke(
+                [Message(role=Role.USER, content="go")], thread_id="t-7", client_tools=offered
+            )
+    with pytest.raises(ThreadNotFoundError):
+        store.get_thread("t-7")  # refused before the thread existed
+    assert endpoint.calls == 0
 
 
 def test_async_round_trip(store: ThreadStore) -> None:

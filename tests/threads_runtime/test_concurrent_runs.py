@@ -23,6 +23,8 @@ from roboz.llm.endpoints import _LocalEndpoint  # pyright: ignore[reportPrivateU
 from roboz.models import Message, Role, Stop, Str
 from roboz.runtime.events import AgentFinished, Event, LLMProseDelta
 from roboz.threads import (
+    AgentErrorContent,
+    AgentMessageStatus,
     AgentTextContent,
     AgentThreadRecord,
     AgentToolUseContent,
@@ -259,6 +261,14 @@ def test_cancelling_one_of_ten_runs_stops_that_run_only(where: ThreadStore | Non
             record = where.get_thread(f"t-{name}")
             texts = _stored_texts(record)
             _own(name, texts)
+            if index == 3:  # the seed's CANCELLED, not a failure
+                notice = record.messages[-1]
+                assert notice.status is AgentMessageStatus.CANCELLED, notice
+                (block,) = notice.content
+                assert isinstance(block, AgentErrorContent) and block.error_code == "cancelled"
+                assert "cancelled" in block.error_message
+            else:
+                assert not any(m.is_unsuccessful() for m in record.messages)
     assert [m.caller for m in runs[3].messages[1:]] == ["prompt_llm"]
 
 

@@ -10,6 +10,7 @@ it was shown), from which a resumed run rebuilds the conversation field by field
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -45,7 +46,7 @@ from roboz.threads import (
     StoredRunMessage,
     ThreadStore,
 )
-from roboz.threads._runs import DRAFT, NOTICE
+from roboz.threads._runs import DRAFT, NOTICE, cancelled_notice
 from roboz.threads.content import decode_blocks
 
 if TYPE_CHECKING:
@@ -403,24 +404,22 @@ def persisted_conversation(
         store.close_run(lease, AgentThreadStatus.CLIENT_TOOL_TURN)
         raise
     except BaseException as error:
-        # A cancelled run says so in the thread (code and status), so user interfaces can
-        # tell "stopped" from "failed".
-        cancelled = isinstance(error, AgentCancelledError)
+        # A cancel (Agent.cancel, AgentRun.cancel, the run's task cancelled) is the seed's
+        # CANCELLED, on the reply it cut off and on the notice; anything else FAILED.
+        cancelled = isinstance(error, AgentCancelledError | asyncio.CancelledError)
         ended = AgentMessageStatus.CANCELLED if cancelled else AgentMessageStatus.FAILED
         draft = conversation.draft
         if draft is not None:  # the run broke off while a reply streamed
             with contextlib.suppress(Exception):
                 store.append_blocks(thread_id, draft, [], ended)
-        notice = AgentMessage(
-            role=AgentRole.ROBOTO,
-            content=[
-                AgentErrorContent(
-                    error_message=f"{type(error).__name__}: {error}",
-                    error_code="cancelled" if cancelled else None,
-                )
-            ],
-            status=ended,
-        )
+        if cancelled:
+            notice = cancelled_notice(str(error) or "the run was cancelled")
+        else:
+            notice = AgentMessage(
+                role=AgentRole.ROBOTO,
+                content=[AgentErrorContent(error_message=f"{type(error).__name__}: {error}")],
+                status=AgentMessageStatus.FAILED,
+            )
         store.close_run(lease, AgentThreadStatus.USER_TURN, notice)
         raise
     else:

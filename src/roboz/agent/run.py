@@ -25,7 +25,12 @@ from roboz.agent.errors import (
 )
 from roboz.agent.goals import GoalKeeper
 from roboz.agent.graph import ChainConflict, ToolGraph
-from roboz.agent.initial_prompt import first_message, make_initial_prompt_tool, needs_first_message
+from roboz.agent.initial_prompt import (
+    INITIAL_PROMPT,
+    first_message,
+    make_initial_prompt_tool,
+    needs_first_message,
+)
 from roboz.agent.prompting import action_json, parse_action, render_system_prompt
 from roboz.agent.spec import RunSpec
 from roboz.agent.turn import Turn, sequence_numbers
@@ -53,6 +58,35 @@ from roboz.tools import Retry, Skill, Tool
 PROMPT_LLM = "prompt_llm"
 
 
+def run_graph(spec: RunSpec, client_tools: Sequence[Tool] = ()) -> ToolGraph:
+    """The tools of one run: the agent's and the client tools the run offers.
+
+    A tool chained to a client tool this run does not offer stays in the graph and never
+    runs (its parent cannot be called): clients offer different client tools, and a turn
+    without one is a turn in which that chain does not apply, not a broken agent. A client
+    tool whose name is taken, or that feeds a chained tool the wrong type, is refused here,
+    before the run touches its thread (``AgentConfigurationError``)."""
+    graph = ToolGraph()
+    taken = {PROMPT_LLM, INITIAL_PROMPT}
+    for skill in (*spec.skills, *spec.auto_loaded_skills):
+        for part in skill.with_prerequisites():  # a skill loaded later must not clash either
+            taken.update({part.name, *(t.name for t in part.tools)})
+    if spec.ask_user_tool is not None:
+        taken.add(spec.ask_user_tool.name)
+    for offered in client_tools:
+        if offered.name in taken:
+            raise AgentConfigurationError(
+                f"client tool {offered.name!r}: agent {spec.name!r} has a tool or skill of that "
+                "name; name the client tool differently"
+            )
+    graph.add(
+        [*client_tools, *spec.tools, *spec.default_tools],
+        origin="client tools and agent tools",
+        later_parents=ClientToolResult,
+    )
+    return graph
+
+
 class Scheduler:
     """The loop of one run over its conversation: loaded skills, counters, the graph."""
 
@@ -76,8 +110,7 @@ class Scheduler:
         self.client_tools = {t.name: t for t in client_tools}
         self.goals = goals
         self._resume = resume
-        self.graph = ToolGraph()
-        self.graph.add([*client_tools, *agent.tools, *agent.default_tools])
+        self.graph = run_graph(agent, client_tools)
         self.loaded: list[Skill] = []
         self.steps = 0
         self.llm_calls = 0

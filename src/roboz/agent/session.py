@@ -24,12 +24,12 @@ from typing import Any, cast
 from roboz.agent.client_tools import ClientToolResult, ClientToolTurn, ClientToolUse, client_tools
 from roboz.agent.context import RunContext, use_run
 from roboz.agent.drivers import AsyncDriver, Driver, DriverFactory, SyncDriver, drive
-from roboz.agent.errors import AgentConfigurationError, AgentRunError
+from roboz.agent.errors import AgentCancelledError, AgentConfigurationError, AgentRunError
 from roboz.agent.goals import GoalKeeper, declare
 from roboz.agent.mode import AgentMode
 from roboz.agent.persistence import check_thread_id, persisted_conversation
 from roboz.agent.request import RunRequest, merged_scope, record_results, refuse_while_waiting
-from roboz.agent.run import Scheduler
+from roboz.agent.run import Scheduler, run_graph
 from roboz.agent.spec import RunSpec
 from roboz.agent.turn import Turn, sequence_numbers, turn_start
 from roboz.agent.user import NoInputUserIO
@@ -269,6 +269,7 @@ class AgentRun:
     async def _open(self, driver: DriverFactory) -> RunResult:
         spec, request, results = self.spec, self.request, self._results
         offered = client_tools(request.client_tools)
+        run_graph(spec, offered)  # a clash is refused before the thread is touched
         scope = merged_scope(spec.scope, request.scope)
         store, thread_id = self.store, self.thread_id
         if store is None or thread_id is None:
@@ -380,12 +381,24 @@ class AgentRun:
                 with recording_usage(scheduler.recorder):
                     stop = await scheduler.run()
             except AgentRunError as error:
-                pipe.emit(AgentFailed(agent=spec.name, error=str(error), usage=scheduler.usage))
+                cancelled = isinstance(error, AgentCancelledError)
+                pipe.emit(
+                    AgentFailed(
+                        agent=spec.name,
+                        error=str(error),
+                        usage=scheduler.usage,
+                        cancelled=cancelled,
+                    )
+                )
                 raise
             except asyncio.CancelledError:
                 cancel.set()
                 reason = str(scheduler.cancelled_error())
-                pipe.emit(AgentFailed(agent=spec.name, error=reason, usage=scheduler.usage))
+                pipe.emit(
+                    AgentFailed(
+                        agent=spec.name, error=reason, usage=scheduler.usage, cancelled=True
+                    )
+                )
                 raise
             pipe.emit(
                 AgentFinished(

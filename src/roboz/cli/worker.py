@@ -42,8 +42,10 @@ CONCURRENCY_HELP = (
 )
 INTERVAL_HELP = "Seconds between heartbeats."
 STALE_HELP = (
-    "Seconds of silence after which a worker counts as dead and a live worker resumes its "
-    "runs; use the same value on every worker of a queue."
+    "Seconds of silence after which a worker whose database lock is free counts as dead even "
+    "if no live worker saw its session end (it died while PostgreSQL restarted); a worker "
+    "whose session is seen ending counts as dead a second later. Use the same value on every "
+    "worker of a queue."
 )
 SCHEMA_HELP = "The PostgreSQL schema of the workers' heartbeat table."
 

@@ -24,10 +24,12 @@ What durability means here, part by part:
   Steps are at least once: a step in flight when its worker died runs again. Tools with
   external effects pass :func:`idempotency_key` (``"<workflow_id>:<step_id>"``) to the
   other side so the effect happens once; ``@tool(pure=True)`` tools run inline, no step.
-- Thread writes are exactly once (``conversation``): each batch of messages is a DBOS
-  datasource transaction, the rows and the step's record committed together, at sequence
-  numbers fixed by the turn and inserted only if absent. The conversation a turn works on is
-  the one recorded by its first step, never the thread re-read on resume.
+- Thread writes are exactly once (``conversation``): each batch of messages goes to sequence
+  numbers fixed by the turn, inserted only if absent; the turn's first and last batches (and
+  the one before ``ask_user``) are DBOS datasource transactions, the rows and the step's
+  record committed together; the batch a tool step writes as it begins is part of that step
+  (``step_writes``). The conversation a turn works on is the one recorded by its first step,
+  never the thread re-read on resume.
 - ``ask_user`` waits durably (DBOS ``set_event``/``recv``): ``RunHandle.question()`` and
   ``RunHandle.answer(text)`` (``workflow``).
 - ``RunHandle.cancel()`` stops a turn at its next step and ends its thread as a cancelled

@@ -4,7 +4,7 @@ DBOS cancels a workflow by setting its status to CANCELLED; the workflow stops w
 starts a step, so a step in flight (an LLM call, a tool) runs to its end first, and an effect
 it makes happens. What DBOS does not do is end the thread, which would stay the agent's turn.
 Three parts make a cancelled turn leave its thread as a cancelled persisted run does (a
-failed notice row after its last message, the user's turn):
+CANCELLED notice row after its last message, error code ``cancelled``, the user's turn):
 
 - Every thread write of a turn (``roboz.begin``, ``roboz.write``) first reads the turn's DBOS
   status ``FOR SHARE`` in its own transaction (:func:`guard`). A write that finds the turn
@@ -24,8 +24,8 @@ import json
 from typing import Any, cast
 
 from roboz.durable.schema import DBOS_SCHEMA
-from roboz.threads import AgentErrorContent, AgentMessageStatus, AgentRole
-from roboz.threads._runs import NOTICE
+from roboz.threads import AgentErrorContent, AgentMessage, AgentMessageStatus, AgentRole
+from roboz.threads._runs import NOTICE, cancelled_notice
 from roboz.threads.content import encode_blocks
 from roboz.threads.postgres import _WRITE_LOCK, _key  # pyright: ignore[reportPrivateUsage]
 from roboz.threads.record import AgentThreadStatus, utc_now
@@ -80,19 +80,24 @@ def holder(raw: Any, schema: str, thread_id: str) -> tuple[str | None, str | Non
 
 def end_cancelled(raw: Any, schema: str, thread_id: str, workflow_id: str) -> bool:
     """When turn ``workflow_id`` still holds the thread and will not run again, end it as a
-    cancelled run ends: a failed notice row after its last message, the user's turn. Runs
-    inside the caller's transaction; True when it ended the thread, False when there was
-    nothing to do (another turn holds it, or the turn already ended it)."""
+    cancelled run ends: a CANCELLED notice row after its last message (a FAILED one when it
+    ended by an error instead), the user's turn. Runs inside the caller's transaction; True
+    when it ended the thread, False when there was nothing to do (another turn holds it, or
+    the turn already ended it)."""
     raw.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_WRITE_LOCK, _key(thread_id) & 0x7FFFFFFF))
     held, status = holder(raw, schema, thread_id)
     if held != workflow_id or status not in ENDED:
         return False
-    text = (
-        f"TurnCancelledError: turn {workflow_id!r} was cancelled"
-        if status == "CANCELLED"
-        else f"TurnFailedError: turn {workflow_id!r} ended ({status}) before finishing"
-    )
-    notice = encode_blocks([AgentErrorContent(error_message=text)])
+    if status == "CANCELLED":  # as an in-process run records its cancel
+        ending = cancelled_notice(f"turn {workflow_id!r} was cancelled")
+    else:
+        text = f"TurnFailedError: turn {workflow_id!r} ended ({status}) before finishing"
+        ending = AgentMessage(
+            role=AgentRole.ROBOTO,
+            content=[AgentErrorContent(error_message=text)],
+            status=AgentMessageStatus.FAILED,
+        )
+    notice = encode_blocks(ending.content)
     s = f'"{schema}"'
     (seq, revision) = raw.execute(
         f"UPDATE {s}.threads SET revision = revision + 1, message_count = message_count + 1, "
@@ -107,7 +112,7 @@ def end_cancelled(raw: Any, schema: str, thread_id: str, workflow_id: str) -> bo
             thread_id,
             seq,
             AgentRole.ROBOTO.value,
-            AgentMessageStatus.FAILED.value,
+            ending.status.value,
             utc_now().isoformat(),
             notice,
             revision,

@@ -245,7 +245,7 @@ class DurableClient:
 
         A queued turn never starts. A running one stops at its next step: a step in flight
         (an LLM call, a tool and its effect) finishes first, and what the turn wrote before
-        stays in the thread, followed by a failed notice saying it was cancelled; the thread
+        stays in the thread, followed by a CANCELLED notice saying so; the thread
         is the user's turn again, and the thread's next turn runs normally. A turn waiting on
         the user stops at once. Recovery never resumes a cancelled turn. Cancelling a finished
         turn changes nothing and says so (``cancelled`` False); cancelling twice is harmless.

@@ -24,6 +24,12 @@ message is an error (``roboz.threads.turn_rows``). A worker killed inside a writ
 nothing of it; the resumed turn writes the batch once; a replay of a recorded batch writes
 nothing, since DBOS returns the recorded result.
 
+The batch a tool step writes as it begins (the turn's progress) is the exception: it is part
+of that step, a transaction of its own but not a recorded step (``roboz.durable.step_writes``),
+and it is the idempotence that makes it exactly once: a step that runs again writes the same
+rows again, which finds them there. A replayed step writes nothing; its rows, already in the
+thread, go again with the next write, which finds them there too.
+
 A message whose truncation depends on how often it was shown (``times_shown``) is watched, as
 in a persisted run: a write also refreshes the stored extras of watched messages that changed,
 so the next turn truncates them as this one left them.

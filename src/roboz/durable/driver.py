@@ -17,11 +17,13 @@ scheduler, which is deterministic given its inputs).
   which a replay must rebuild (``DurableTurn``); the list reaches the thread with the next
   write.
 - ``ask_user`` runs inline too: it waits with DBOS ``recv``, which DBOS records itself.
-- Before a tool step (and at the end of the turn) the messages appended since the last write
-  are written to the thread (``DurableConversation.flush``), so the thread shows the action a
-  tool is running while it runs. With ``progress=False`` (``DurableRuns(progress=False)``)
-  they are written only before ``ask_user`` and at the end, one transaction per turn instead
-  of one per tool call; readers then see a turn when it ends.
+- A tool step first writes the messages appended since the last write to the thread
+  (``DurableConversation.flush``), so the thread shows the action a tool is running while it
+  runs. That write is part of the step, not a step of its own (``roboz.durable.step_writes``:
+  one transaction, idempotent, redone if the step is). The writes before
+  ``ask_user`` and at the end of the turn are recorded steps. With ``progress=False``
+  (``DurableRuns(progress=False)``) messages are written only then, one transaction per turn
+  instead of one per tool call; readers then see a turn when it ends.
 
 DBOS 3 records step results with its default serializer, pickle (base64 text in PostgreSQL):
 a ``Completion`` (a dataclass), a tool's output (a pydantic value model) and the outcomes
@@ -117,8 +119,6 @@ class DurableDriver(SyncDriver):
         if id(tool) in self._inline:  # ask_user: waits on DBOS recv, which DBOS records
             self._conversation.flush()  # the question is in the thread while the turn waits
             return await super().call_tool(tool, value, messages)
-        if self._progress:
-            self._conversation.flush()
         outcome: ToolOutcome = DBOS.run_step(
             {"name": TOOL_STEP + tool.name}, self._tool_step, tool, value, messages
         )
@@ -131,6 +131,8 @@ class DurableDriver(SyncDriver):
 
     def _tool_step(self, tool: Tool, value: Empty, messages: list[Message]) -> ToolOutcome:
         self._gate.open()
+        if self._progress:  # inside the step, where the write needs no record of its own
+            self._conversation.flush()
         key = f"{DBOS.workflow_id}:{DBOS.step_id}"
         started = time.perf_counter()
         with step_key(key):

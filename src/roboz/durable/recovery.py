@@ -2,28 +2,43 @@
 
 DBOS recovers, at launch, only the workflows of its own executor id: a worker that dies and
 never comes back under the same id leaves its runs PENDING for good. So every worker keeps a
-row in ``<schema>.durable_workers`` and beats it, and a live worker that finds a row whose
-beat is stale resumes that executor's PENDING workflows (``DBOS.resume_workflow``) on their
-own queue, where any worker takes them from their last recorded step.
+row in ``<schema>.durable_workers``, holds a lock named by its executor id, and beats its row;
+a live worker that finds another dead resumes that executor's PENDING workflows
+(``DBOS.resume_workflow``) on their own queue, where any worker takes them from their last
+recorded step.
+
+How a death is noticed:
+
+- **A process that dies** (killed, crashed, out of memory) on a live host: its kernel closes
+  its socket, PostgreSQL ends its session at once, and with it the session's advisory lock.
+  Every worker looks at its peers' locks a few times a second (:meth:`WorkerRegistry.watch`,
+  one read of ``pg_locks``), and resumes a peer whose lock it saw held and then free for
+  ``grace_s`` (1 s): about a second and a half from the death to the runs resuming. The grace
+  covers a live worker whose session alone ended (an administrator's
+  ``pg_terminate_backend``, a dropped connection): it notices at its next look and takes its
+  lock back well within it.
+- **A host that dies** (or is cut off) cannot close anything: its sessions end when the
+  server's TCP keepalives give up on it (set on every session below: about 25 s), and its
+  locks are then freed as above. A silent beat alone never suffices.
+- **A worker that stopped on purpose** says so in its row and is taken over as soon as its
+  lock is free, without a grace.
 
 Three rules keep that safe:
 
 - **One live process per executor id.** A worker holds a session-level advisory lock named by
   its executor id for as long as it lives; a second process with the same id is refused (two
-  live processes sharing an id would re-run each other's steps). PostgreSQL drops the lock
-  when the session ends, so a dead process frees it: a worker is recovered only when its beat
-  is stale *and* its lock is free (a stale beat under a held lock is a hung worker, left
-  alone). The session sets the server's TCP keepalives, so a host that vanishes loses its
-  session within about half a minute rather than the kernel's two hours.
-- **One winner.** Recoverers take the stale rows ``FOR UPDATE SKIP LOCKED`` and the dead
-  executor's lock for the transaction, so two live workers never resume the same runs and a
-  restarting worker waits for a recovery in progress rather than racing it.
-- **No verdict without having watched.** A worker judges others only after it has itself been
-  connected for a whole staleness period, so after a PostgreSQL restart nobody is declared
-  dead before it has had the time to reconnect (its reconnect backoff is capped well below
-  that period). A worker that finds on reconnecting that it was recovered anyway (its row says
-  so) is *fenced*: its runs belong to others now, and it stops. (A worker that stopped on
-  purpose says so in its row, and is taken over at once, without waiting.)
+  live processes sharing an id would re-run each other's steps). A worker is recovered only
+  when its lock is free (a stale beat under a held lock is a hung worker, left alone).
+- **One winner.** Recoverers take the dead worker's row ``FOR UPDATE SKIP LOCKED`` and its
+  lock for the transaction, so two live workers never resume the same runs and a restarting
+  worker waits for a recovery in progress rather than racing it.
+- **No verdict without having watched.** A freed lock counts only if this worker saw it held
+  during its own current session: a PostgreSQL restart ends every session and frees every
+  lock, and a worker that reconnects first has seen none of the others' locks, so it waits
+  for them to reconnect and take theirs. A silent beat counts only once a worker has itself
+  been connected for a whole staleness period (its reconnect backoff is capped well below
+  it). A worker that finds on reconnecting that it was recovered anyway (its row says so) is
+  *fenced*: its runs belong to others now, and it stops.
 
 Beats use the server's clock (``now()``), so hosts' clocks need not agree.
 """
@@ -147,6 +162,9 @@ class Recovered:
     silent_s: float
     """How long its beat had been silent (or since it stopped)."""
     workflow_ids: tuple[str, ...]
+    why: str = "silent"
+    """``"session ended"`` (its lock was freed), ``"stopped"`` (it said so) or ``"silent"``
+    (its beat went stale)."""
 
 
 ResumePending = Callable[[str], list[str]]
@@ -157,7 +175,9 @@ class WorkerRegistry:
     """This worker's row and lock, on one dedicated connection, and the recovery of others.
 
     ``stale_after_s`` is how long a beat may be silent before its worker counts as dead
-    (several ``interval_s``); every worker on a queue should use the same values.
+    (several ``interval_s``); every worker on a queue should use the same values. ``grace_s``
+    is how long a peer's lock, seen held, must then stay free before the peer counts as dead
+    (:meth:`watch`, which a worker calls more often than it beats).
     """
 
     def __init__(
@@ -173,11 +193,14 @@ class WorkerRegistry:
         interval_s: float = 5.0,
         stale_after_s: float = 30.0,
         claim_timeout_s: float = 5.0,
+        grace_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         _check_schema_name(schema)
         if not 0 < interval_s < stale_after_s:
             raise ValueError("the heartbeat interval must be positive and below stale_after_s")
+        if grace_s < 0:
+            raise ValueError("grace_s must not be negative")
         self._pg = _psycopg()
         self.url = url
         self.where = describe(url)
@@ -190,11 +213,16 @@ class WorkerRegistry:
         self.interval_s = interval_s
         self.stale_after_s = stale_after_s
         self.claim_timeout_s = claim_timeout_s
+        self.grace_s = grace_s
         self._clock = clock
         self._conn: psycopg.Connection[Any] | None = None
         self._started_at: object = None  # the server's timestamp of this registration
         self._connected_since = 0.0
         self._table = f'"{schema}".{TABLE}'
+        # What watch() saw of its peers' locks during this session (reset on reconnecting).
+        self._seen_held: set[str] = set()
+        self._free_since: dict[str, float] = {}
+        self._due: set[str] = set()
 
     # -- this worker --------------------------------------------------------------------------
 
@@ -240,10 +268,17 @@ class WorkerRegistry:
                     "give each worker its own --name or --executor-id"
                 ) from None
             raw.execute("SELECT set_config('lock_timeout', '0', false)")
+            if raw.info.server_version >= 140000:
+                # A server-wide idle_session_timeout would end this session between beats,
+                # and free the lock that says this worker lives.
+                raw.execute("SELECT set_config('idle_session_timeout', '0', false)")
         except BaseException:
             raw.close()
             raise
         self._connected_since = self._clock()
+        self._seen_held.clear()
+        self._free_since.clear()
+        self._due.clear()
         return raw
 
     def register(self) -> None:
@@ -330,29 +365,76 @@ class WorkerRegistry:
         """Whether this worker has been connected long enough to call a silent worker dead."""
         return self.connected and self._clock() - self._connected_since >= self.stale_after_s
 
+    def watch(self) -> bool:
+        """Look at the locks of this queue's other workers; returns whether one is due for
+        :meth:`recover_dead`: it said it stopped and its lock is free, or its lock, seen held
+        during this session, has been free for ``grace_s`` (its session ended). Two reads,
+        no writes; meant to run several times a second."""
+        conn = self._conn
+        if conn is None or not self.connected:
+            return False
+        try:
+            peers = conn.execute(
+                self._sql(
+                    "SELECT executor_id, stopped_at IS NOT NULL FROM {table}"
+                    " WHERE queue = %s AND executor_id <> %s AND recovered_at IS NULL"
+                ),
+                (self.queue, self.executor_id),
+            ).fetchall()
+            # A bigint advisory key shows as its high half in classid, its low half in objid.
+            locks = conn.execute(
+                "SELECT classid::int8, objid::int8 FROM pg_locks WHERE locktype = 'advisory'"
+                " AND objsubid = 1 AND granted AND database ="
+                " (SELECT oid FROM pg_database WHERE datname = current_database())"
+            ).fetchall()
+        except self._pg.OperationalError:
+            self.close()
+            raise
+        held = {_signed(high << 32 | low) for high, low in locks}
+        now = self._clock()
+        due = False
+        for executor_id in set(self._free_since) - {p[0] for p in peers}:
+            del self._free_since[executor_id]  # recovered by another, or gone
+        for executor_id, stopped in peers:
+            if lock_key(executor_id) in held:
+                self._seen_held.add(executor_id)
+                self._free_since.pop(executor_id, None)
+                self._due.discard(executor_id)
+            elif stopped:
+                due = True
+            elif executor_id in self._seen_held:
+                freed = self._free_since.setdefault(executor_id, now)
+                if now - freed >= self.grace_s:
+                    self._due.add(executor_id)
+                    due = True
+        return due
+
     def recover_dead(self, resume_pending: ResumePending) -> list[Recovered]:
         """Resume the PENDING runs of every dead worker of this queue (one winner per dead
         worker); returns those recovered. A worker that said it stopped is taken over at
-        once; a silent one only once this worker :meth:`may_judge`."""
+        once; one whose session ended once :meth:`watch` says so; a silent one only once
+        this worker :meth:`may_judge`. None whose lock is held."""
         conn = self._conn
         if conn is None or not self.connected:
             return []
         judge = self.may_judge()
+        ended = sorted(self._due)
         recovered: list[Recovered] = []
         with conn.transaction():
             rows = conn.execute(
                 self._sql(
                     "SELECT executor_id, host, pid,"
-                    " EXTRACT(EPOCH FROM now() - COALESCE(stopped_at, heartbeat_at))"
+                    " EXTRACT(EPOCH FROM now() - COALESCE(stopped_at, heartbeat_at)),"
+                    " stopped_at IS NOT NULL"
                     " FROM {table} WHERE queue = %s AND executor_id <> %s"
                     " AND recovered_at IS NULL"
-                    " AND (stopped_at IS NOT NULL"
+                    " AND (stopped_at IS NOT NULL OR executor_id = ANY(%s)"
                     "      OR (%s AND heartbeat_at < now() - make_interval(secs => %s)))"
                     " ORDER BY heartbeat_at FOR UPDATE SKIP LOCKED"
                 ),
-                (self.queue, self.executor_id, judge, self.stale_after_s),
+                (self.queue, self.executor_id, ended, judge, self.stale_after_s),
             ).fetchall()
-            for executor_id, host, pid, silent in rows:
+            for executor_id, host, pid, silent, stopped in rows:
                 free = conn.execute(
                     "SELECT pg_try_advisory_xact_lock(%s)", (lock_key(executor_id),)
                 ).fetchone()
@@ -366,10 +448,19 @@ class WorkerRegistry:
                     ),
                     (self.executor_id, len(workflow_ids), executor_id),
                 )
-                recovered.append(
-                    Recovered(executor_id, host, pid, float(silent), tuple(workflow_ids))
+                why = (
+                    "stopped" if stopped else "session ended" if executor_id in ended else "silent"
                 )
+                recovered.append(
+                    Recovered(executor_id, host, pid, float(silent), tuple(workflow_ids), why)
+                )
+        self._due.difference_update(ended)
         return recovered
+
+
+def _signed(key: int) -> int:
+    """A 64-bit key read back unsigned, as the signed value ``lock_key`` gave."""
+    return key - (1 << 64) if key >= 1 << 63 else key
 
 
 __all__ = [

@@ -20,13 +20,14 @@ deployment: a turn is only resumed by workers of the version that started it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from roboz.agent import Agent
 from roboz.agent.errors import AgentConfigurationError
 from roboz.durable._urls import sqlalchemy_url
 from roboz.durable.conversation import Row, Updated
 from roboz.durable.errors import DurableError
+from roboz.durable.step_writes import StepWrites, in_step
 from roboz.durable.workflow import Host, Snapshot, Started, set_host
 from roboz.models import Message
 from roboz.threads.record import AgentThreadStatus
@@ -99,6 +100,7 @@ class DurableRuns:
         self.progress = progress
         self.executor_id: str | None = None
         self._datasource: Any = None
+        self._step_writes: StepWrites | None = None
 
     # -- the worker ----------------------------------------------------------------------------
 
@@ -130,6 +132,7 @@ class DurableRuns:
         self._datasource = SQLAlchemyDatasource.create(
             dbos_url, schema=DBOS_SCHEMA, run_migrations=False
         )
+        self._step_writes = StepWrites(self.url)
         set_host(self._host())
         try:
             DBOS.launch()
@@ -156,6 +159,8 @@ class DurableRuns:
             return
         DBOS.destroy(workflow_completion_timeout_sec=int(workflow_completion_timeout_s))
         set_host(None)
+        if self._step_writes is not None:
+            self._step_writes.close()
         self.executor_id = None
 
     # -- what the workflow needs ---------------------------------------------------------------
@@ -166,6 +171,8 @@ class DurableRuns:
         from roboz.threads import turn_rows
 
         datasource = self._datasource
+        step_writes = self._step_writes
+        assert step_writes is not None
         schema = self.schema
         host = Host()
         host.agents = self.agents
@@ -175,6 +182,7 @@ class DurableRuns:
         options: Any = {"isolation_level": "READ COMMITTED"}
 
         def begin_tx(
+            raw: Any,
             workflow_id: str,
             thread_id: str,
             created_by: str,
@@ -184,7 +192,6 @@ class DurableRuns:
             ran: Callable[[], None],
         ) -> Started:
             ran()
-            raw = _Statements(datasource.sql_session())
             cancel.guard(raw, workflow_id)
             held, _ = cancel.holder(raw, schema, thread_id)
             if held is not None and held != workflow_id:  # its canceller died before ending it
@@ -208,6 +215,7 @@ class DurableRuns:
             return Started(rows, new, first, tasks or "[]", goals or "[]", context)
 
         def write_tx(
+            raw: Any,
             workflow_id: str,
             thread_id: str,
             rows: list[Row],
@@ -217,7 +225,6 @@ class DurableRuns:
             ran: Callable[[], None],
         ) -> int:
             ran()
-            raw = _Statements(datasource.sql_session())
             cancel.guard(raw, workflow_id)
             count = turn_rows.write_rows(raw, schema, thread_id, rows, updated)
             tasks, goals, context = snapshot
@@ -235,11 +242,19 @@ class DurableRuns:
                 cancel.mark(raw, schema, thread_id, None)
             return count
 
-        def recorded(name: str, body: Callable[P, T]) -> Callable[P, T]:
-            """``body`` as a DBOS datasource transaction: run once, its result recorded."""
+        def recorded(name: str, body: Callable[Concatenate[Any, P], T]) -> Callable[P, T]:
+            """``body`` as a DBOS datasource transaction: run once, its result recorded.
+            Called inside a step, which is then the record, it is a transaction of that step
+            (``step_writes``): the writes a tool step makes as it begins."""
+
+            def on_session(*args: P.args, **kwargs: P.kwargs) -> T:
+                return body(_Statements(datasource.sql_session()), *args, **kwargs)
 
             def step(*args: P.args, **kwargs: P.kwargs) -> T:
-                return datasource.run_tx_step({**options, "name": name}, body, *args, **kwargs)
+                if in_step():
+                    return step_writes.run(body, *args, **kwargs)
+                settings = {**options, "name": name}
+                return datasource.run_tx_step(settings, on_session, *args, **kwargs)
 
             return step
 

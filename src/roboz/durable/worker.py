@@ -4,10 +4,16 @@ dead workers' runs, and shut down cleanly on SIGTERM or SIGINT.
 ``roboz worker`` (``roboz.cli.worker``) is this module's face; :class:`Worker` also serves a
 program that wants a worker of its own.
 
-While PostgreSQL is unreachable the worker takes no work (DBOS pauses every database call of
-its own, with backoff) and retries its beat with exponential backoff and jitter, capped at a
-third of the staleness period so that, when the server is back, it beats again long before
-any other worker could call it dead.
+The worker's loop ticks every ``watch_s`` (half a second at most): each tick watches the
+other workers' locks (``WorkerRegistry.watch``), recovering a dead one as soon as it is due,
+and every ``interval_s`` it also beats and looks for silent workers.
+
+When its own session is lost, the next tick notices and reconnects at once, taking its lock
+back well within the grace other workers give a freed lock. While PostgreSQL is unreachable
+the worker takes no work (DBOS pauses every database call of its own, with backoff) and
+retries with exponential backoff and jitter, capped at a third of the staleness period so
+that, when the server is back, it beats again long before any other worker could call it
+dead.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import random
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any, Protocol
@@ -87,10 +94,12 @@ class Worker:
         schema: str = "roboz",
         interval_s: float = 5.0,
         stale_after_s: float = 30.0,
+        watch_s: float = 0.5,
         on_recovered: Callable[[Recovered], None] | None = None,
     ) -> None:
         self.runs = runs
         self.executor_id = executor_id
+        self.watch_s = min(watch_s, interval_s)
         self.registry = WorkerRegistry(
             runs.url,
             executor_id=executor_id,
@@ -155,18 +164,27 @@ class Worker:
     def _loop(self) -> int:
         import psycopg
 
+        registry = self.registry
         wait = 0.0
+        next_beat = 0.0
         while not self._stop.wait(wait):
+            now = time.monotonic()
+            beating = now >= next_beat
             try:
-                self.registry.beat()
-                recovered = self.registry.recover_dead(resume_pending)
+                if beating or not registry.connected:
+                    registry.beat()  # reconnects first if the session was lost
+                due = registry.watch()
+                recovered = registry.recover_dead(resume_pending) if beating or due else []
             except (Fenced, ExecutorIdInUse) as error:
                 # Cut off long enough for others to take over its runs, or its id: stop.
                 log.error("%s", error)
                 return EXIT_FENCED
             except (psycopg.OperationalError, DurableSchemaError) as error:
                 self.failed_beats += 1
-                wait = self.backoff.delay(self.failed_beats)
+                # The first retry is at once: a session lost alone is back within the grace
+                # others give a freed lock; backoff only once reconnecting failed.
+                wait = 0.0 if self.failed_beats == 1 else self.backoff.delay(self.failed_beats - 1)
+                next_beat = 0.0
                 log.warning(
                     "worker %s: PostgreSQL unreachable (attempt %d): %s; retrying in %.1f s",
                     self.executor_id,
@@ -184,19 +202,29 @@ class Worker:
                 self.failed_beats = 0
             for dead in recovered:
                 log.warning(
-                    "worker %s: worker %s (host %s, pid %d) silent for %.1f s; resumed its %d "
-                    "pending run(s)",
+                    "worker %s: worker %s (host %s, pid %d) %s, last beat %.1f s ago; resumed "
+                    "its %d pending run(s)",
                     self.executor_id,
                     dead.executor_id,
                     dead.host,
                     dead.pid,
+                    _WHY[dead.why],
                     dead.silent_s,
                     len(dead.workflow_ids),
                 )
                 if self._on_recovered is not None:
                     self._on_recovered(dead)
-            wait = self.registry.interval_s
+            if beating:
+                next_beat = now + registry.interval_s
+            wait = max(0.0, min(self.watch_s, next_beat - time.monotonic()))
         return EXIT_OK
+
+
+_WHY = {
+    "session ended": "lost its database session",
+    "stopped": "stopped",
+    "silent": "went silent",
+}
 
 
 def _first_line(error: BaseException) -> str:

@@ -8,7 +8,7 @@ ids of one thread share a prefix no other thread's have). Its steps, in order:
    sequence number. The recorded result is the conversation *as the turn began*: a resumed
    turn replays it instead of reading the thread again, where it would find its own rows.
 2. The agent's run on that conversation under :class:`~roboz.durable.driver.DurableDriver`
-   (LLM and tool steps, writes of the messages produced so far before each tool step).
+   (LLM and tool steps; each tool step first writes the messages produced so far).
 3. ``roboz.write`` with the last messages and the thread's status (``user_turn``) again.
 
 A run that fails writes what it produced and ends with :class:`TurnFailedError`, whose text
@@ -38,6 +38,7 @@ from roboz.agent.drivers import drive
 from roboz.agent.errors import AgentRunError
 from roboz.agent.goals import as_goal
 from roboz.agent.request import RunRequest, record_results
+from roboz.agent.run import run_graph
 from roboz.agent.tasks import TASK_TOOLS
 from roboz.agent.turn import Turn
 from roboz.durable.cancel import cancelled
@@ -256,7 +257,8 @@ def run_turn(
             f"(known: {sorted(agent.goal_checks)})"
         )
     request = RunRequest(goals=tuple(asked), client_tools=tuple(client_tools or ()))
-    offer_client_tools(request.client_tools)  # a spec it cannot enforce: refused here
+    # A spec it cannot enforce, or one clashing with the agent's tools: refused here.
+    run_graph(agent.run_spec(), offer_client_tools(request.client_tools))
     workflow_id = DBOS.workflow_id or ""
     gate = ReplayGate(agent.event_pipe)
     user = None if results is not None else Message(role=Role.USER, content=text)

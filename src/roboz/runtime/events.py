@@ -41,10 +41,12 @@ class AgentFinished(Event):
 
 @dataclass(frozen=True)
 class AgentFailed(Event):
-    """The run ended with an error; ``usage`` counts the LLM calls made until then."""
+    """The run ended with an error; ``usage`` counts the LLM calls made until then.
+    ``cancelled``: it was cancelled (``AgentCancelledError``), not broken."""
 
     error: str = ""
     usage: RunUsage = field(default_factory=RunUsage)
+    cancelled: bool = False
 
 
 @dataclass(frozen=True)

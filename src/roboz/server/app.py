@@ -24,13 +24,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from roboz.agent import Agent
 from roboz.server import routes_stream, routes_threads, routes_turns
 from roboz.server.errors import install_error_handlers
+from roboz.server.fast import ThreadApp, access_log, log_access
 from roboz.server.frontends import mount_frontends
 from roboz.server.hub import ThreadHub
 from roboz.server.state import ServerState
 from roboz.server.turns import TurnManager
 from roboz.threads import AccessStore
-
-access_log = logging.getLogger("roboz.server.access")
 
 DEFAULT_MAX_BODY = 1024 * 1024
 _DRAIN_LIMIT = 64 * 1024 * 1024
@@ -80,7 +79,7 @@ def create_app(
     """
     if store.read_only:
         raise ValueError("the server's store must be writable: turns write their threads")
-    hub = ThreadHub()
+    hub = ThreadHub(store.delta_since, keepalive_s)
     state = ServerState(
         store=store,
         hub=hub,
@@ -107,7 +106,7 @@ def create_app(
             if feed is not None:
                 await feed.stop()
 
-    app = FastAPI(
+    app = ThreadApp(
         title="RoboZ thread API",
         version=_version(),
         summary="Threads of RoboZ agents: turns, deltas, live streams, pins and ratings.",
@@ -220,13 +219,4 @@ class AccessLog:
         try:
             await self.app(scope, receive, sending)
         finally:
-            client = scope.get("client")
-            entry = {
-                "method": scope["method"],
-                "path": scope["path"],
-                "status": status,
-                "ms": round((time.perf_counter() - started) * 1000, 2),
-                "user": scope.get("state", {}).get("user"),
-                "client": client[0] if client else None,
-            }
-            access_log.info(json.dumps(entry))
+            log_access(scope, status, started, scope.get("state", {}).get("user"))

@@ -2,23 +2,30 @@
 
 Every write this process makes to a thread (a turn's messages, a reply streaming in, a status)
 calls :meth:`ThreadHub.changed`, from the event loop or from a worker thread; a feed from
-other processes (PostgreSQL LISTEN/NOTIFY, ``pg_feed``) calls it too. A stream waits on its
-:class:`Subscription`, then reads ``delta_since`` from the token it last sent. Streams of one
-thread at the same token share one read and one JSON encoding per change (``encoded_delta``),
-so a change costs one store read however many clients watch it.
+other processes (PostgreSQL LISTEN/NOTIFY, ``pg_feed``) calls it too. Streams of one thread
+at the same token share one read and one JSON encoding per change (``encoded_delta``), so a
+change costs one store read however many clients watch it. Two kinds of stream listen:
 
-Nothing here knows SSE framing beyond :func:`sse_event`, so another stream (AG-UI) can wait on
-the same subscriptions and translate the same deltas.
+- SSE streams (``sse.Stream``, attached with :meth:`ThreadHub.attach`) send every client the
+  same bytes, so the hub pushes them: on a change it reads the delta once per token held and
+  writes the event to each stream in turn, in one callback (no task wakes per client). A
+  tick every ``keepalive_s`` writes a comment to each and reads every watched thread again,
+  so writes no server was told of (another process over a SQLite file) still arrive.
+- A stream that translates each delta for its client (AG-UI) waits on a
+  :class:`Subscription`, then reads ``encoded_delta`` from the token it last sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from roboz.server.errors import mapped
+from roboz.server.sse import Stream
 from roboz.threads import AgentThreadDelta, api_delta
 
 DeltaReader = Callable[[str, str | None], AgentThreadDelta]
@@ -62,6 +69,10 @@ class _Topic:
     deltas: dict[str | None, asyncio.Future[EncodedDelta]] = field(
         default_factory=dict[str | None, "asyncio.Future[EncodedDelta]"]
     )
+    streams: dict[Stream, None] = field(default_factory=dict[Stream, None])
+    """The SSE streams of the thread, in the order they attached."""
+    pushing: bool = False
+    """A push to the streams is scheduled."""
 
 
 class Subscription:
@@ -94,12 +105,19 @@ class Subscription:
 
 
 class ThreadHub:
-    """Change notifications and shared delta reads for the streams of one process."""
+    """Change notifications and shared delta reads for the streams of one process.
 
-    def __init__(self) -> None:
+    ``read`` is the store's ``delta_since`` (streams were checked against the caller's
+    visibility when they opened); SSE streams get a comment and a fresh read every
+    ``keepalive_s`` seconds."""
+
+    def __init__(self, read: DeltaReader | None = None, keepalive_s: float = 15.0) -> None:
         self._topics: dict[str, _Topic] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
+        self._read = read
+        self._keepalive_s = keepalive_s
+        self._ticking: asyncio.TimerHandle | None = None
         self.closed = False
         self.listeners: list[Callable[[str], None]] = []
         """Called (on the loop) with each thread id this process changed: the feed that tells
@@ -110,6 +128,8 @@ class ThreadHub:
         self._loop = loop
         self._loop_thread = threading.get_ident()
         self.closed = False
+        if self._read is not None:
+            self._ticking = loop.call_later(self._keepalive_s, self._tick)
 
     def subscribe(self, thread_id: str) -> Subscription:
         topic = self._topics.get(thread_id)
@@ -143,9 +163,92 @@ class ThreadHub:
             topic.deltas = {}
             topic.wake.set()
             topic.wake = asyncio.Event()
+            self._schedule(thread_id, topic)
         if local:
             for listener in self.listeners:
                 listener(thread_id)
+
+    # -- SSE streams: pushed to ----------------------------------------------------------------
+
+    def attach(self, stream: Stream) -> Stream:
+        """``stream`` (holding the token of the last delta it was sent) gets every change of
+        its thread from now on; it is read for at once, so a change made since that delta is
+        not missed."""
+        if self.closed or self._read is None:
+            stream.finish()
+            return stream
+        topic = self._topics.get(stream.thread_id)
+        if topic is None:
+            topic = self._topics[stream.thread_id] = _Topic()
+        topic.subscribers += 1
+        topic.streams[stream] = None
+        self._schedule(stream.thread_id, topic)
+        return stream
+
+    def detach(self, stream: Stream) -> None:
+        topic = self._topics.get(stream.thread_id)
+        if topic is not None and stream in topic.streams:
+            del topic.streams[stream]
+            self.unsubscribe(stream.thread_id, topic)
+
+    def _schedule(self, thread_id: str, topic: _Topic) -> None:
+        # Every write of one loop iteration (a burst of them) costs one push.
+        if topic.streams and not topic.pushing and self._loop is not None:
+            topic.pushing = True
+            self._loop.call_soon(self._push, thread_id, topic)
+
+    def _push(self, thread_id: str, topic: _Topic) -> None:
+        topic.pushing = False
+        if self.closed or not topic.streams:
+            return
+        by_token: dict[str, list[Stream]] = {}
+        for stream in topic.streams:
+            if not stream.closed:
+                by_token.setdefault(stream.token, []).append(stream)
+        for token, streams in by_token.items():
+            try:
+                encoded = self._encoded(topic, thread_id, token)
+            except Exception as error:
+                status, code = mapped(error) or (500, "internal_error")
+                body = {"error": {"code": code, "message": str(error), "status": status}}
+                ending = sse_event("error", json.dumps(body))
+                for stream in streams:
+                    stream.finish(ending)
+                continue
+            if encoded.event is not None:
+                for stream in streams:
+                    stream.write(encoded.event)
+            for stream in streams:
+                stream.token = encoded.token
+
+    def _tick(self) -> None:
+        if self.closed or self._loop is None:
+            return
+        for thread_id, topic in list(self._topics.items()):
+            if topic.streams:
+                for stream in topic.streams:
+                    stream.write(b": keepalive\n\n")
+                topic.deltas = {}  # read again: a write no server was told of
+                self._schedule(thread_id, topic)
+        self._ticking = self._loop.call_later(self._keepalive_s, self._tick)
+
+    def _encoded(self, topic: _Topic, thread_id: str, token: str | None) -> EncodedDelta:
+        """The delta after ``token``, read and encoded once per change (shared with the
+        streams that wait on subscriptions)."""
+        pending = topic.deltas.get(token)
+        if pending is not None and pending.done():
+            return pending.result()
+        assert self._read is not None
+        delta = api_delta(self._read(thread_id, token))
+        event = None
+        if not is_empty(delta):
+            event = sse_event("delta", delta.model_dump_json(), delta.continuation_token)
+        result = EncodedDelta(event, delta.continuation_token, delta)
+        if pending is None:
+            future: asyncio.Future[EncodedDelta] = asyncio.get_running_loop().create_future()
+            future.set_result(result)
+            topic.deltas[token] = future
+        return result
 
     def wake_all(self) -> None:
         """Every stream re-reads its thread (after the feed from other processes was cut
@@ -156,8 +259,12 @@ class ThreadHub:
     def close(self) -> None:
         """End every stream (the server is shutting down)."""
         self.closed = True
+        if self._ticking is not None:
+            self._ticking.cancel()
         for topic in self._topics.values():
             topic.wake.set()
+            for stream in list(topic.streams):
+                stream.finish()
 
     async def encoded_delta(
         self, subscription: Subscription, token: str | None, read: DeltaReader

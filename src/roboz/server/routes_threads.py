@@ -102,8 +102,11 @@ async def search_threads(body: SearchRequest, threads: Threads) -> Response:
 
 
 @router.get("/threads/{thread_id}", response_model=AgentThreadRecord, summary="Read a thread")
-async def get_thread(thread_id: str, threads: Threads) -> Response:
-    return json_response(threads.get_thread(thread_id))
+async def get_thread(request: Request, thread_id: str, threads: Threads) -> Response:
+    record = threads.get_thread(thread_id)
+    body = record.model_dump_json().encode()
+    server_state(request).thread_cache.offer(threads.store, record, body)
+    return Response(body, media_type="application/json")
 
 
 @router.delete("/threads/{thread_id}", status_code=204, summary="Delete a thread")

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from roboz.agent import Agent
 from roboz.server.errors import ApiError
+from roboz.server.fast import ThreadCache
 from roboz.server.hub import ThreadHub
 from roboz.server.turns import TurnManager
 from roboz.threads import AccessStore, Caller, CallerThreads
@@ -30,6 +31,8 @@ class ServerState:
     remote_cancel: Callable[[str], None] | None = None
     """Passes a cancel to the other servers of a shared store (set by the PostgreSQL feed)."""
     extras: dict[str, Any] = field(default_factory=dict[str, Any])
+    thread_cache: ThreadCache = field(default_factory=ThreadCache)
+    """Bodies of ``GET`` thread while their thread is unchanged (``fast``)."""
 
     @property
     def default_agent(self) -> str:

@@ -93,6 +93,17 @@ class AccessMixin:
 
         return CallerThreads(cast("AccessStore", self), caller)
 
+    def thread_state(self, thread_id: str) -> tuple[int, bool] | None:
+        """The thread's revision and whether a run holds it (None: no such thread), in one
+        row read: enough to tell whether a copy of the thread read earlier is still current
+        (``roboz serve``'s response cache)."""
+        with getattr(self, "_peek", self._read)() as conn:
+            row = conn.execute(
+                "SELECT revision, lease_owner IS NOT NULL FROM threads WHERE thread_id = ?",
+                (thread_id,),
+            ).fetchone()
+        return None if row is None else (int(row[0]), bool(row[1]))
+
     def thread_metadata(self, thread_id: str) -> AgentThreadRecord:
         """The thread's record without messages, tasks or goals (one row read)."""
         with self._read() as conn:

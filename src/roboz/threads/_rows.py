@@ -12,7 +12,7 @@ from pydantic_core import PydanticSerializationError
 
 from roboz.threads._sql import Conn
 from roboz.threads.compression import CompressionTier, compressed_view
-from roboz.threads.content import decode_blocks, storable
+from roboz.threads.content import decode_block, decode_blocks, decode_pairs, storable
 from roboz.threads.errors import (
     ContinuationTokenError,
     CorruptRecordError,
@@ -91,9 +91,10 @@ def message_from_row(
     (``row`` then also carries base_revision and block_revisions)."""
     seq, role, status, created, content = row[:5]
     try:
-        blocks = decode_content(thread_id, seq, content)
-        if unseen_after is not None:
-            blocks = unseen_blocks(thread_id, seq, blocks, row[5], row[6], unseen_after)
+        if unseen_after is None:
+            blocks = decode_content(thread_id, seq, content)
+        else:  # only the unseen blocks are decoded: a reply streaming in grows by the block
+            blocks = unseen_blocks(thread_id, seq, content, row[5], row[6], unseen_after)
         return AgentMessage(
             role=AgentRole(role),
             status=status,
@@ -111,25 +112,40 @@ def message_from_row(
 def unseen_blocks(
     thread_id: str,
     seq: int,
-    blocks: list[Any],
+    content: str,
     base_revision: int | None,
     block_revisions: str | None,
     seen: int,
 ) -> list[Any]:
-    """The blocks of a message a client at revision ``seen`` does not hold yet.
+    """The blocks of a message (stored ``content``) a client at revision ``seen`` does not
+    hold yet, decoded.
 
     A message created after ``seen`` is unseen whole; otherwise only blocks appended after it.
     """
     if base_revision is None or base_revision > seen:
-        return blocks
+        return decode_content(thread_id, seq, content)
     # NULL: no block was appended after the message was created.
-    revisions = json.loads(block_revisions) if block_revisions else [base_revision] * len(blocks)
-    if len(revisions) != len(blocks):
+    if not block_revisions:
+        return []
+    revisions = json.loads(block_revisions)
+    try:
+        pairs = decode_pairs(content)
+    except DECODE_ERRORS as error:
         raise CorruptRecordError(
-            f"message {seq} of thread {thread_id!r} has {len(blocks)} blocks but "
+            f"message {seq} of thread {thread_id!r} cannot be decoded: {error}"
+        ) from error
+    if len(pairs) != len(revisions):
+        raise CorruptRecordError(
+            f"message {seq} of thread {thread_id!r} has {len(pairs)} blocks but "
             f"{len(revisions)} block revisions"
         )
-    return [block for block, revision in zip(blocks, revisions, strict=True) if revision > seen]
+    unseen = [pair for pair, revision in zip(pairs, revisions, strict=True) if revision > seen]
+    try:
+        return [decode_block(content_type, payload) for content_type, payload in unseen]
+    except DECODE_ERRORS as error:
+        raise CorruptRecordError(
+            f"message {seq} of thread {thread_id!r} cannot be decoded: {error}"
+        ) from error
 
 
 def record_from_row(row: Sequence[Any], *, with_tasks_and_goals: bool) -> AgentThreadRecord:

@@ -50,6 +50,19 @@ skips it (the finished reply replaces it with its own extras)."""
 
 INTERRUPTED = "interrupted"
 
+CANCELLED = "cancelled"
+"""``error_code`` of the notice ending a cancelled run."""
+
+
+def cancelled_notice(text: str) -> AgentMessage:
+    """The row that ends a cancelled run, in-process or durable alike: the seed's CANCELLED
+    status ("cancelled by the user", not a failure), an error block saying so."""
+    return AgentMessage(
+        role=AgentRole.ROBOTO,
+        content=[AgentErrorContent(error_message=text, error_code=CANCELLED)],
+        status=AgentMessageStatus.CANCELLED,
+    )
+
 
 def _start_time(pid: int) -> str | None:
     """The kernel's start time of ``pid`` (tells a live process from a reused pid)."""
@@ -110,9 +123,17 @@ def on_this_host(owner: str) -> bool:
     return owner.split("|", 1)[0] == _HOST
 
 
+_own: list[tuple[int, str | None]] = []
+"""This process's pid and start time (a forked child has another pid, so reads again)."""
+
+
 def owner_is_alive(owner: str, pid: int | None, start: str | None) -> bool:
     if not on_this_host(owner) or pid is None:
         return True  # another host's process cannot be checked from here: assume it runs
+    if not _own or _own[0][0] != os.getpid():
+        _own[:] = [(os.getpid(), _start_time(os.getpid()))]
+    if pid == _own[0][0]:  # a run of this process (e.g. a server reading its own turn's thread)
+        return start == _own[0][1]
     if _start_time(pid) != start:
         return False
     try:

@@ -69,6 +69,11 @@ class Connections:
                 if conn.in_transaction:
                     conn.execute("COMMIT")
 
+    def peek(self) -> _Peek:
+        """The connection, for one statement outside a transaction (a single SELECT is its
+        own snapshot; no BEGIN and COMMIT around it)."""
+        return _Peek(self)
+
     @contextmanager
     def _naming_the_file(self) -> Generator[None, None, None]:
         try:
@@ -97,6 +102,27 @@ class Connections:
 
 CHECKPOINT_PAGES = 10_000
 """WAL pages (4 KiB each) a writer lets accumulate before it checkpoints."""
+
+
+class _Peek:
+    """The connection for one statement (a class: it runs on every API request)."""
+
+    __slots__ = ("_connections",)
+
+    def __init__(self, connections: Connections) -> None:
+        self._connections = connections
+
+    def __enter__(self) -> sqlite3.Connection:
+        return self._connections.get()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if isinstance(error, sqlite3.DatabaseError):
+            self._connections.raise_named(error)
 
 
 class _Write:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from roboz.threads._sql import Conn
 
 _TOKEN = re.compile(r"rbz_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
+_KNOWN = 4096
+"""Tokens a store remembers parsed and hashed."""
 
 
 @dataclass(frozen=True)
@@ -75,20 +77,35 @@ class TokenMixin:
         return token_id, f"rbz_{token_id}_{secret}"
 
     def verify_api_token(self, token: str) -> Caller | None:
-        """The caller ``token`` acts as, or None when it is malformed, unknown or revoked."""
-        match = _TOKEN.fullmatch(token)
-        if match is None:
-            return None
-        token_id, secret = match.groups()
-        with self._read() as conn:
+        """The caller ``token`` acts as, or None when it is malformed, unknown or revoked.
+
+        Every call reads the token's row (a revocation counts at once, from any process);
+        a token seen before skips parsing and hashing (``_known``)."""
+        known: dict[str, tuple[str, str, Caller]] = self.__dict__.setdefault("_known", {})
+        seen = known.get(token)
+        if seen is None:
+            match = _TOKEN.fullmatch(token)
+            if match is None:
+                return None
+            token_id, secret = match.groups()
+            digest = _digest(secret)
+        else:
+            token_id, digest, _ = seen
+        with getattr(self, "_peek", self._read)() as conn:  # one statement: no transaction
             row = conn.execute(
                 "SELECT secret_hash, user_id, org_id, admin FROM api_tokens "
                 "WHERE token_id = ? AND revoked IS NULL",
                 (token_id,),
             ).fetchone()
-        if row is None or not hmac.compare_digest(row[0], _digest(secret)):
+        if row is None or not hmac.compare_digest(row[0], digest):
             return None
-        return Caller(user_id=row[1], org_id=row[2], admin=bool(row[3]))
+        if seen is not None:
+            return seen[2]
+        caller = Caller(user_id=row[1], org_id=row[2], admin=bool(row[3]))
+        if len(known) >= _KNOWN:
+            known.clear()
+        known[token] = (token_id, digest, caller)
+        return caller
 
     def revoke_api_token(self, token_id: str) -> bool:
         """Revoke a token (by its id or the whole token); False when no live token has it."""

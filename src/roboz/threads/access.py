@@ -42,6 +42,8 @@ class AccessStore(ThreadStore, Protocol):
 
     def thread_metadata(self, thread_id: str) -> AgentThreadRecord: ...
 
+    def thread_state(self, thread_id: str) -> tuple[int, bool] | None: ...
+
     def visible_threads(
         self,
         caller: Caller,

@@ -15,8 +15,9 @@
 - a reply rejected and asked again replaces the draft at the same index
   (``regenerate_turn``), so clients see a reset rather than two drafts spliced together;
 - a failed run ends with an error block on the message being written when it broke off
-  (the reply being generated, else that step's tool results), which is marked FAILED; a
-  tool that was running gets a result with status "error".
+  (the reply being generated, else that step's tool results), which is marked FAILED
+  (CANCELLED, error code ``cancelled``, when the run was cancelled); a tool that was running
+  gets a result with status "error".
 
 Each step is also translated into :data:`AgentEvent` objects, kept in ``events`` and passed to
 ``on_event``.
@@ -44,6 +45,7 @@ from roboz.runtime.events import (
     ToolStarted,
 )
 from roboz.runtime.prose import ProseText, reply_prose
+from roboz.threads._runs import CANCELLED
 from roboz.threads.backend import ThreadStore
 from roboz.threads.content import (
     AgentClientContextEntry,
@@ -160,8 +162,8 @@ class ThreadRecorder:
             case AgentFinished():
                 self._close_results()
                 self.store.set_status(self.thread_id, AgentThreadStatus.USER_TURN)
-            case AgentFailed(error=error):
-                self._fail(error)
+            case AgentFailed(error=error, cancelled=cancelled):
+                self._fail(error, cancelled)
             case _:
                 pass  # any other event leaves the thread as it is
 
@@ -277,26 +279,27 @@ class ThreadRecorder:
             self._append(self._results, [], AgentMessageStatus.COMPLETED)
             self._results = None
 
-    def _fail(self, error: str) -> None:
+    def _fail(self, error: str, cancelled: bool = False) -> None:
         for tool in list(self._running):
             self._finish_tool(tool, error, 0.0, "error")
-        failure = AgentErrorContent(error_message=error)
+        # A cancel is the seed's CANCELLED (code "cancelled"), as a persisted run records it.
+        code = CANCELLED if cancelled else None
+        ended = AgentMessageStatus.CANCELLED if cancelled else AgentMessageStatus.FAILED
+        failure = AgentErrorContent(error_message=error, error_code=code)
         # The error goes on the message being written when the run broke off: the reply
         # being generated, else the tool results of the step that failed.
         if self._reply is not None:
             self._close_results()
         draft = self._reply or self._results
         if draft is not None:
-            self._append(draft, [failure], AgentMessageStatus.FAILED)
+            self._append(draft, [failure], ended)
         else:
             self.store.append_message(
                 self.thread_id,
-                AgentMessage(
-                    role=AgentRole.ROBOTO, content=[failure], status=AgentMessageStatus.FAILED
-                ),
+                AgentMessage(role=AgentRole.ROBOTO, content=[failure], status=ended),
             )
         self._reply = self._results = None
-        self._emit(AgentErrorEvent(error_message=error))
+        self._emit(AgentErrorEvent(error_message=error, error_code=code))
         self.store.set_status(self.thread_id, AgentThreadStatus.USER_TURN)
 
     def _append(

@@ -281,6 +281,11 @@ def encode_blocks(blocks: list[Any]) -> str:
 
 def decode_blocks(text: str) -> list[Any]:
     """Inverse of :func:`encode_blocks`; a malformed column raises CorruptRecordError."""
+    return [decode_block(content_type, payload) for content_type, payload in decode_pairs(text)]
+
+
+def decode_pairs(text: str) -> list[list[str]]:
+    """The stored ``[content_type, payload]`` pairs of a content column, not decoded yet."""
     try:
         pairs = json.loads(text)
     except json.JSONDecodeError as error:
@@ -289,8 +294,7 @@ def decode_blocks(text: str) -> list[Any]:
         _is_str_pair(pair) for pair in cast("list[object]", pairs)
     ):
         raise CorruptRecordError("stored content is not a list of [content_type, payload] pairs")
-    checked = cast("list[list[str]]", pairs)  # every item was checked just above
-    return [decode_block(content_type, payload) for content_type, payload in checked]
+    return cast("list[list[str]]", pairs)  # every item was checked just above
 
 
 def _is_str_pair(pair: object) -> TypeGuard[list[str]]:

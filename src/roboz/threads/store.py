@@ -37,6 +37,7 @@ class SQLiteThreadStore(ThreadStoreBase, LedgerMixin, AccessMixin, TokenMixin):
         self._connections = Connections(self.path, busy_timeout_s, read_only=read_only)
         self._write = self._connections.write
         self._read = self._connections.read
+        self._peek = self._connections.peek
         self._where = str(self.path)
         self._duplicate_key = (sqlite3.IntegrityError,)
         try:

@@ -94,44 +94,56 @@ def write_rows(
     updated_extras: Sequence[tuple[int, str]] = (),
 ) -> int:
     """Insert each ``(seq, role, content, extras)`` row unless the same row is there already;
-    returns how many were new. ``updated_extras`` refreshes earlier rows of the turn."""
+    returns how many were new. ``updated_extras`` refreshes earlier rows of the turn.
+
+    The lock, then one statement for all the rows (two with ``updated_extras``), whatever
+    their number."""
     if not rows and not updated_extras:
         return 0
     s = _q(schema)
     _lock(raw, thread_id)
-    (revision,) = raw.execute(
-        f"UPDATE {s}.threads SET revision = revision + 1, message_count = "
-        "GREATEST(message_count, %s) WHERE thread_id = %s RETURNING revision",
-        (max((r[0] for r in rows), default=-1) + 1, thread_id),
-    ).fetchone()
-    for seq, extras in updated_extras:
+    seqs = [row[0] for row in rows]
+    # The main query reads the messages as they were before this statement: a row found at
+    # one of the numbers is one this statement did not insert, and must be the same message.
+    written = raw.execute(
+        "WITH r AS (SELECT * FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[]) "
+        "AS r(seq, role, content, extras)), "
+        f"thread AS (UPDATE {s}.threads SET revision = revision + 1, message_count = "
+        "GREATEST(message_count, %s) WHERE thread_id = %s RETURNING revision), "
+        f"new AS (INSERT INTO {s}.messages (thread_id, seq, role, status, created, content, "
+        "revision, base_revision, extras) SELECT %s, r.seq, r.role, 'completed', %s, r.content, "
+        "thread.revision, thread.revision, r.extras FROM thread, r "
+        "ON CONFLICT (thread_id, seq) DO NOTHING RETURNING 1) "
+        "SELECT (SELECT count(*) FROM new), (SELECT min(r.seq) FROM r "
+        f"JOIN {s}.messages m ON m.thread_id = %s AND m.seq = r.seq "
+        "WHERE m.extras IS DISTINCT FROM r.extras)",
+        (
+            seqs,
+            [row[1] for row in rows],
+            [row[2] for row in rows],
+            [row[3] for row in rows],
+            max(seqs, default=-1) + 1,
+            thread_id,
+            thread_id,
+            utc_now().isoformat(),
+            thread_id,
+        ),
+    )
+    if updated_extras:
         raw.execute(
-            f"UPDATE {s}.messages SET extras = %s WHERE thread_id = %s AND seq = %s",
-            (extras, thread_id, seq),
+            f"UPDATE {s}.messages m SET extras = u.extras "
+            "FROM unnest(%s::int[], %s::text[]) AS u(seq, extras) "
+            "WHERE m.thread_id = %s AND m.seq = u.seq",
+            ([u[0] for u in updated_extras], [u[1] for u in updated_extras], thread_id),
         )
-    created = utc_now().isoformat()
-    new = 0
-    for seq, role, content, extras in rows:
-        inserted = raw.execute(
-            f"INSERT INTO {s}.messages (thread_id, seq, role, status, created, content, "
-            "revision, base_revision, extras) VALUES (%s, %s, %s, 'completed', %s, %s, %s, %s, %s) "
-            "ON CONFLICT (thread_id, seq) DO NOTHING RETURNING seq",
-            (thread_id, seq, role, created, content, revision, revision, extras),
-        ).fetchone()
-        if inserted is not None:
-            new += 1
-            continue
-        held = raw.execute(
-            f"SELECT extras FROM {s}.messages WHERE thread_id = %s AND seq = %s",
-            (thread_id, seq),
-        ).fetchone()
-        if cast(str | None, held[0]) != extras:
-            raise TurnConflictError(
-                f"thread {thread_id!r}: sequence number {seq} of this durable turn holds "
-                "another writer's message (something wrote to the thread while the turn ran); "
-                "nothing of this step was written"
-            )
-    return new
+    new, foreign = written.fetchone()
+    if foreign is not None:
+        raise TurnConflictError(
+            f"thread {thread_id!r}: sequence number {foreign} of this durable turn holds "
+            "another writer's message (something wrote to the thread while the turn ran); "
+            "nothing of this step was written"
+        )
+    return cast(int, new)
 
 
 def end_turn(raw: Any, schema: str, thread_id: str, status: AgentThreadStatus) -> None:
