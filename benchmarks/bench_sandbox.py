@@ -219,7 +219,9 @@ class Direct:
         """Untimed, before a block: the clean-up of the last runs (pid 1's exit, the cgroup's
         removal), which the daemon's loop does while the other contestants run, and which
         this loop, run only inside the calls, would otherwise leave to the next timed one."""
-        self.loop.run_until_complete(asyncio.gather(*asyncio.all_tasks(self.loop)))
+        pending = asyncio.all_tasks(self.loop)
+        if pending:  # gather() of nothing would make a future of another loop
+            self.loop.run_until_complete(asyncio.gather(*pending))
 
     def close(self) -> None:
         self.settle()

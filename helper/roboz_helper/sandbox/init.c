@@ -26,6 +26,10 @@
  *                  str exec path, strs argv, strs env, then (optional) str script path
  *                  (empty: none), str script bytes, then (optional) the file view:
  *                  u32 n, n x (u8 kind, str path, u64 dev, u64 ino) (receive)
+ * A prepared run process reads the run's part of a request (up to the script) from pid 1
+ * (hand_over, with stdout, stderr and set-up pipes) or straight from the helper (with the
+ * status pipe too; it hands pid 1 the set-up and status pipes, and the helper sends pid 1 an
+ * empty header: wait_for_request).
  * Status written to the status pipe: i32 wait status, i64 CPU us, i64 peak RSS bytes.
  * Every failure is written to the set-up pipe as "stage: message" before _exit(127).
  */
@@ -35,6 +39,7 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
@@ -43,6 +48,7 @@
 #include <sys/wait.h>
 
 #define MAX_FDS 16
+#define PREPARE_NICE 10 /* how much lower a warm pid 1 builds its sandbox (see pid1_main) */
 #define MAX_REQUEST (16u << 20)
 
 #define KEYCTL_JOIN_SESSION_KEYRING 1
@@ -80,6 +86,7 @@ struct request {
 };
 
 static struct config cfg;
+static int run_nice; /* the priority pid 1 was started with: the run's */
 
 /* ------------------------------------------------------------------ errors --------------- */
 
@@ -545,11 +552,32 @@ static void fresh_run(const struct request *req) {
     run_exec(req, 0);
 }
 
+/* One byte with ``n`` descriptors attached. */
+static int send_fds(int sock, const int *fds, int n) {
+    char byte = 0, control[CMSG_SPACE(4 * sizeof(int))];
+    memset(control, 0, sizeof control);
+    struct iovec iov = {&byte, 1};
+    struct msghdr msg = {0};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+    return sendmsg(sock, &msg, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
 /* A run process prepared ahead of its request, in a pid 1 that already sits in the run's
  * (pooled) cgroup: session, privileges dropped, fresh keyring, filter installed; then it
- * waits on ``sock`` for its part of the request (rlimits, command, descriptors). */
+ * waits on ``sock`` for its part of the request (rlimits, command, descriptors), sent by
+ * pid 1 (hand_over) or, for a request without a script or file view, by the helper itself
+ * (one hop and one wake-up less): it then hands pid 1 the set-up and status pipes. */
 static void warm_run(int sock, int exec_w) {
     close_all_but(sock < exec_w ? sock : exec_w, sock < exec_w ? exec_w : sock);
+    setpriority(PRIO_PROCESS, 0, run_nice); /* the run's own (pid 1 prepares it lower) */
     if (run_setup(NULL, 0, 1) < 0 || drop_privileges(RUN_PROCESS) < 0 ||
         join_session_keyring() < 0 || chdir(cfg.workdir) < 0 || install_filter() < 0)
         _exit(EXIT_SETUP_FAILED);
@@ -557,6 +585,11 @@ static void warm_run(int sock, int exec_w) {
     int got = receive(sock, &req);
     if (got == 0) _exit(0); /* discarded: nothing ran */
     if (got < 0) _exit(EXIT_SETUP_FAILED);
+    if (req.nfds >= 4) { /* from the helper itself: pid 1 takes the set-up and status pipes */
+        if (send_fds(sock, req.fds + 2, 2) < 0)
+            report(req.fds[2], "exec", "handing pid 1 its pipes: %s", strerror(errno));
+        close(req.fds[3]);
+    }
     /* Again, now that the request's file view is mounted: the first chdir was into the
      * workdir as built, and a view that re-binds the workdir itself stacks a new mount on
      * it, which only a new lookup reaches. */
@@ -586,6 +619,24 @@ static int prepare_run(struct prepared *out) {
     out->pid = pid;
     out->sock = sv[0];
     out->exec_r = ex[0];
+    return 0;
+}
+
+/* What a run process handed back (send_fds), if it did: exactly ``n`` descriptors, or -1. */
+static int take_fds(int sock, int *fds, int n) {
+    char byte, control[CMSG_SPACE(4 * sizeof(int))];
+    struct iovec iov = {&byte, 1};
+    struct msghdr msg = {0};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    if (recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != 1) return -1;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+        cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
+        return -1;
+    memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
     return 0;
 }
 
@@ -634,10 +685,23 @@ static int mkdirs(const char *dir) {
     }
 }
 
+static int root_read_only; /* made so ahead of the request (offer_run_socket) */
+
+static int set_root_read_only(int read_only) {
+    struct mount_attr_arg attr = {0, 0, 0, 0};
+    if (read_only) attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    else attr.attr_clr = MOUNT_ATTR_RDONLY;
+    CHECK(syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &attr, sizeof attr), "mount_setattr");
+    root_read_only = read_only;
+    return 0;
+}
+
 /* The request's part of the root: the script's copy into /run/roboz/, the file view, then
  * the root tmpfs read-only. */
 static int finish_root(const struct request *req) {
-    if (req->script_path && req->script_path[0]) {
+    int script = req->script_path && req->script_path[0];
+    if ((script || req->nview) && root_read_only && set_root_read_only(0) < 0) return -1;
+    if (script) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", req->script_path);
         char *slash = strrchr(dir, '/');
@@ -655,8 +719,7 @@ static int finish_root(const struct request *req) {
      * resolved when the run starts, and each path is checked against the inode the helper
      * resolved (a rename racing the start fails the run rather than mask the wrong file). */
     if (req->nview && apply_view(req->view, req->nview) < 0) return -1;
-    struct mount_attr_arg attr = {MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, 0};
-    CHECK(syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &attr, sizeof attr), "mount_setattr");
+    if (!root_read_only && set_root_read_only(1) < 0) return -1;
     CHECK(chdir(cfg.workdir), cfg.workdir);
     return 0;
 }
@@ -681,6 +744,37 @@ static void kill_and_reap_the_rest(void) {
         if (pid < 0 && errno == EINTR) continue;
         if (pid < 0) return;
     }
+}
+
+/* pid 1 once the run process has its request: its own privilege drop once the run has
+ * exec'd, then reaping, the report on the status pipe, exit. */
+static void supervise(pid_t pid, int exec_r, int setup_w, int status_w) {
+    /* Let the run process set itself up first (it closes exec_w at its exec): pid 1's own
+     * privilege drop would otherwise delay the run. Until then pid 1 is root but not
+     * dumpable, and signals from the run are ignored by an init without handlers; the run
+     * has no capabilities and its filter forbids ptrace, so nothing it does reaches pid 1. */
+    char byte;
+    while (read(exec_r, &byte, 1) < 0 && errno == EINTR) {
+    }
+    close(exec_r);
+    if (drop_privileges(PID1) < 0) report(setup_w, "init", "%s", why());
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+        report(setup_w, "init", "dumpable: %s", strerror(errno));
+    if (install_filter() < 0) report(setup_w, "init", "%s", why());
+    close(setup_w);
+    int st = reap_until(pid);
+    kill_and_reap_the_rest();
+    struct rusage ru;
+    getrusage(RUSAGE_CHILDREN, &ru);
+    int64_t cpu_us = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
+                     ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+    int64_t peak = (int64_t)ru.ru_maxrss * 1024;
+    uint8_t out[20];
+    memcpy(out, &st, 4);
+    memcpy(out + 4, &cpu_us, 8);
+    memcpy(out + 12, &peak, 8);
+    write_all(status_w, out, sizeof out);
+    _exit(0);
 }
 
 static void run_init(struct request *req, struct prepared *warm) {
@@ -715,32 +809,51 @@ static void run_init(struct request *req, struct prepared *warm) {
     close(req->fds[0]);
     close(req->fds[1]);
     for (int i = 4; i < req->nfds; i++) close(req->fds[i]);
-    /* Let the run process set itself up first (it closes exec_w at its exec): pid 1's own
-     * privilege drop would otherwise delay the run. Until then pid 1 is root but not
-     * dumpable, and signals from the run are ignored by an init without handlers; the run
-     * has no capabilities and its filter forbids ptrace, so nothing it does reaches pid 1. */
-    char byte;
-    while (read(exec_r, &byte, 1) < 0 && errno == EINTR) {
+    supervise(pid, exec_r, setup_w, status_w);
+}
+
+/* Ahead of the request: the root read-only (a request with a script or a file view makes it
+ * writable for them again, finish_root), and the prepared run process's socket offered to
+ * the helper on the request socket, so that a request without them can go straight to the
+ * run process. Best effort: without it every request comes through pid 1. */
+static void offer_run_socket(const struct prepared *run) {
+    if (set_root_read_only(1) == 0) send_fds(CTRL_FD, &run->sock, 1);
+}
+
+/* If the helper handed the run process its request (the run process then handed pid 1 its
+ * set-up and status pipes), supervise the run: no return. -1 when it did not. */
+static int supervise_handed_over(struct prepared *run) {
+    int fds[2];
+    if (take_fds(run->sock, fds, 2) < 0) return -1;
+    close(CTRL_FD);
+    close(run->sock);
+    supervise(run->pid, run->exec_r, fds[0], fds[1]);
+    return 0;
+}
+
+/* Until a request comes on CTRL_FD (1; or its EOF: discarded), or the helper has handed the
+ * request to the prepared run process itself (it sends an empty header here after it): then
+ * pid 1 supervises the run and never returns. 0: the prepared run process is gone before any
+ * request (one is then forked per request; an empty header that follows fails the request,
+ * so a run that died that way ends without a status instead of waiting). */
+static int wait_for_request(struct prepared *run) {
+    for (;;) {
+        struct pollfd p[2] = {{CTRL_FD, POLLIN, 0}, {run->exec_r, POLLIN, 0}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            _exit(EXIT_SETUP_FAILED);
+        }
+        if (p[1].revents && supervise_handed_over(run) < 0) return 0; /* EOF: exec'd, or gone */
+        uint32_t head = 1;
+        if (recv(CTRL_FD, &head, sizeof head, MSG_PEEK | MSG_DONTWAIT) != sizeof head || head)
+            return 1; /* a request, or EOF */
+        if (recv(CTRL_FD, &head, sizeof head, 0) != sizeof head) _exit(EXIT_SETUP_FAILED);
+        char byte;
+        while (read(run->exec_r, &byte, 1) < 0 && errno == EINTR) { /* until it exec'd */
+        }
+        supervise_handed_over(run);
+        _exit(EXIT_SETUP_FAILED); /* gone before it could hand over */
     }
-    close(exec_r);
-    if (drop_privileges(PID1) < 0) report(setup_w, "init", "%s", why());
-    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-        report(setup_w, "init", "dumpable: %s", strerror(errno));
-    if (install_filter() < 0) report(setup_w, "init", "%s", why());
-    close(setup_w);
-    int st = reap_until(pid);
-    kill_and_reap_the_rest();
-    struct rusage ru;
-    getrusage(RUSAGE_CHILDREN, &ru);
-    int64_t cpu_us = (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 +
-                     ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
-    int64_t peak = (int64_t)ru.ru_maxrss * 1024;
-    uint8_t out[20];
-    memcpy(out, &st, 4);
-    memcpy(out + 4, &cpu_us, 8);
-    memcpy(out + 12, &peak, 8);
-    write_all(status_w, out, sizeof out);
-    _exit(0);
 }
 
 /* A SOCK_SEQPACKET socket at descriptor 3 makes this the fork server (zygote mode), a stream
@@ -767,6 +880,13 @@ int pid1_main(void) {
         _exit(EXIT_SETUP_FAILED); /* the process that started us is gone */
     close(ALIVE_FD);
     if (read_config(CONFIG_FD) < 0) _exit(EXIT_SETUP_FAILED);
+    /* A pid 1 prepared ahead of its request builds its sandbox (~1.7 ms of CPU here, most of
+     * it the kernel making the network namespace) while the previous run is still under way:
+     * at a lower priority, so that it never takes a core from that run's processes. */
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0) run_nice = nice;
+    if (cfg.prepare_run) setpriority(PRIO_PROCESS, 0, run_nice + PREPARE_NICE);
     /* A pid 1 built for its request reports set-up failures on the request's set-up pipe;
      * one prepared ahead of it just exits (the zygote then starts the run cold). */
     int report_fd = cfg.report ? REPORT_FD : -1;
@@ -785,6 +905,13 @@ int pid1_main(void) {
     if (report_fd >= 0) close(report_fd);
     struct prepared warm;
     int have_warm = cfg.prepare_run && prepare_run(&warm) == 0;
+    setpriority(PRIO_PROCESS, 0, run_nice); /* from here on its work is a run's */
+    if (have_warm) offer_run_socket(&warm);
+    while (have_warm && !wait_for_request(&warm)) {
+        close(warm.exec_r); /* the prepared run process died: one is forked per request */
+        close(warm.sock);
+        have_warm = 0;
+    }
     struct request req = {0};
     int got = receive(CTRL_FD, &req);
     if (got == 0) _exit(0); /* discarded (EOF): nothing ran; the kernel kills the prepared

@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 
-from . import cgroups, init_wire, mounts, rlimits, zygote_client
+from . import cgroups, init_wire, mounts, prepared, rlimits, zygote_client
 from .spec import ChildPlan, RunFds, SandboxError, SandboxSpec, Started
 
 log = logging.getLogger(__name__)
@@ -86,10 +86,10 @@ async def start(plan: ChildPlan, fds: RunFds) -> Started:
     return await _direct(plan, fds)
 
 
-async def _warm(warm: zygote_client.Warm, plan: ChildPlan, fds: RunFds) -> Started | None:
+async def _warm(warm: prepared.Warm, plan: ChildPlan, fds: RunFds) -> Started | None:
     """The request to a prepared pid 1, which sits in its pooled cgroup (v1) when it has one:
     that cgroup became the run's; otherwise the run process joins one made for it."""
-    started = await zygote_client.start_warm(warm, plan, fds)
+    started = await prepared.start_warm(warm, plan, fds)
     if started is None:
         return None
     pid, pidfd = started
@@ -119,7 +119,7 @@ async def _direct(plan: ChildPlan, fds: RunFds) -> Started:
         started = Started(pid, os.pidfd_open(pid), True, cg, False)
         ours.setblocking(False)
         with contextlib.suppress(OSError):  # pid 1 died building the root, and said why
-            await zygote_client.send_request(ours, plan, fds._replace(cgroup_joins=joins))
+            await prepared.send_request(ours, plan, fds._replace(cgroup_joins=joins))
         return started
     except BaseException:
         if cg is not None:

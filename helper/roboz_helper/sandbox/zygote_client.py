@@ -1,6 +1,6 @@
 """The helper's handle on its zygote (see zygote.py): started on first use, restarted if it
-died, one request at a time; and the warm pid 1 the zygote offered after its last reply,
-which the next request of the same shape is handed to directly (one hop instead of two).
+died, one request at a time; it keeps the warm pid 1 the zygote offered after its last reply
+(prepared.py), which the next request of the same shape is handed to directly.
 
 Nothing here blocks the helper's event loop on the zygote: the plan (up to a 4 MiB script)
 is sent as the socket accepts it and the reply awaited, and a dead zygote is reaped in a
@@ -10,119 +10,19 @@ PR_SET_PDEATHSIG ties the zygote to the thread that forked it (see README)."""
 
 from __future__ import annotations
 
-import array
 import asyncio
 import contextlib
-import dataclasses
 import os
-import select
 import socket
 import subprocess
 import sys
-import time
-from typing import Any
 
 import msgspec
 
-from . import cgroups, init_wire
-from .spec import ChildPlan, RunFds, WarmOffer
+from . import cgroups
+from .prepared import Warm, keep_until_done, ready, send_framed
+from .spec import ChildPlan, RunFds
 from .transport import ENCODER, HEADER, OFFER_DECODER, REPLY, fds_of
-
-# A warm pid 1 older than this is thrown away rather than used (its binds were made then).
-WARM_MAX_AGE_S = 10.0
-
-
-@dataclasses.dataclass
-class Warm:
-    """A pid 1 the zygote offered, waiting on ``ctrl`` (non-blocking here), sitting in the
-    pooled cgroup ``pool`` (v1) when there is one; used once at most."""
-
-    offer: WarmOffer
-    pidfd: int
-    ctrl: socket.socket
-    pool: cgroups.RunCgroup | None
-
-    def usable(self, key: bytes) -> bool:
-        now, offer = time.monotonic(), self.offer
-        if key != offer.key or now - offer.built_at > WARM_MAX_AGE_S or now >= offer.expires_at:
-            return False
-        readable, _, _ = select.select([self.pidfd], [], [], 0)
-        return not readable  # a readable pidfd: it died while preparing
-
-    def discard(self, loop: asyncio.AbstractEventLoop) -> None:
-        """EOF on its socket: it exits without running anything; its pooled cgroup is
-        removed once it is gone."""
-        self.ctrl.close()
-        removal = loop.run_in_executor(None, _remove_when_gone, self.pidfd, self.pool)
-        _reaping.add(removal)
-        removal.add_done_callback(_reaping.discard)
-
-
-def _remove_when_gone(pidfd: int, pool: cgroups.RunCgroup | None) -> None:
-    try:
-        select.select([pidfd], [], [], 5.0)
-    finally:
-        os.close(pidfd)
-    if pool is not None:
-        pool.kill_all(5.0)
-        pool.remove()
-
-
-async def start_warm(warm: Warm, plan: ChildPlan, fds: RunFds) -> tuple[int, int] | None:
-    """Hand ``plan`` to ``warm`` (usable for it): the pooled cgroup gets the run's name and
-    limits (renaming is cheap; joining a v1 cgroup waits for an RCU grace period), then the
-    request goes to pid 1. (pid, pidfd), or None (and the warm one discarded) on failure."""
-    loop = asyncio.get_running_loop()
-    pool_names = dict(warm.pool.dirs) if warm.pool is not None else {}
-    made: cgroups.RunCgroup | None = None
-    try:
-        if plan.cgroup_name and warm.pool is not None:
-            warm.pool.rename(plan.cgroup_name)
-            limits = (plan.pids_max + 1, plan.memory_max)  # pid 1 counts as one process
-            if limits != warm.offer.pool_limits:
-                warm.pool.set_limits(*limits)
-            plan = msgspec.structs.replace(plan, in_cgroup=True)
-        elif plan.cgroup_name:
-            made = cgroups.RunCgroup.create(plan.cgroup_name, plan.pids_max, plan.memory_max)
-            if made is None:
-                raise OSError("no usable cgroup hierarchy")
-            fds = fds._replace(cgroup_joins=tuple(made.open_join_fds()))
-        try:
-            await send_request(warm.ctrl, plan, fds)
-        finally:
-            for fd in fds.cgroup_joins:
-                os.close(fd)
-    except OSError:
-        if made is not None:
-            made.remove()
-        if warm.pool is not None and warm.pool.dirs != pool_names:
-            with contextlib.suppress(OSError):  # back to its pool name, to be removed as such
-                for ctrl, d in warm.pool.dirs.items():
-                    os.rename(d, pool_names[ctrl])
-                warm.pool.dirs = pool_names
-        warm.discard(loop)
-        return None
-    warm.ctrl.close()
-    return warm.offer.pid, warm.pidfd
-
-
-async def send_request(sock: socket.socket, plan: ChildPlan, fds: RunFds) -> None:
-    """The request to a pid 1 on ``sock`` (non-blocking), without blocking the loop."""
-    await _send_framed(sock, init_wire.encode_request(plan), fds)
-
-
-async def _send_framed(sock: socket.socket, body: bytes, fds: RunFds) -> None:
-    """A length-prefixed ``body``; the header carries the run's descriptors."""
-    loop = asyncio.get_running_loop()
-    header = HEADER.pack(len(body))
-    rights = array.array("i", fds.all())
-    while True:
-        try:
-            sent = sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
-            break
-        except BlockingIOError:
-            await _ready(loop, sock, writable=True)
-    await loop.sock_sendall(sock, header[sent:] + body)
 
 
 class Zygote:
@@ -172,9 +72,7 @@ class Zygote:
         if self.proc is not None:
             with contextlib.suppress(OSError):
                 self.proc.kill()
-            reaping = loop.run_in_executor(None, self.proc.wait)
-            _reaping.add(reaping)
-            reaping.add_done_callback(_reaping.discard)
+            keep_until_done(loop.run_in_executor(None, self.proc.wait))
             self.proc = None
 
     def _lock_for(self, loop: asyncio.AbstractEventLoop) -> asyncio.Lock:
@@ -195,7 +93,7 @@ class Zygote:
                 self._stop(loop)
                 return None
             warm, self.warm = self.warm, None
-        if warm is not None and not warm.usable(key):
+        if warm is not None and not (warm.usable(key) and warm.take_run_socket()):
             warm.discard(loop)
             warm = None
         return warm
@@ -290,7 +188,7 @@ class Zygote:
         assert self.sock is not None
         sock = self.sock
         await self._collect_offers(loop, sock)  # the stream must be at a reply's start
-        await _send_framed(sock, ENCODER.encode(plan), fds)
+        await send_framed(sock, ENCODER.encode(plan), fds)
         data, anc = await self._recv(loop, sock, REPLY.size)
         self._offers_due += 1
         (pid,) = REPLY.unpack(data)
@@ -316,7 +214,7 @@ class Zygote:
                     n - len(buf), socket.CMSG_SPACE(4 * 4), socket.MSG_CMSG_CLOEXEC
                 )
             except BlockingIOError:
-                await _ready(loop, sock, writable=False)
+                await ready(loop, sock, writable=False)
                 continue
             if not data:
                 raise EOFError
@@ -326,31 +224,6 @@ class Zygote:
 
 
 _ENTRY = "from roboz_helper.sandbox.zygote import main; main()"
-
-
-# Reaping of stopped zygotes in progress (kept referenced until done).
-_reaping: set[asyncio.Future[Any]] = set()
-
-
-async def _ready(loop: asyncio.AbstractEventLoop, sock: socket.socket, writable: bool) -> None:
-    ready: asyncio.Future[None] = loop.create_future()
-
-    def resolve() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    fd = sock.fileno()
-    if writable:
-        loop.add_writer(fd, resolve)
-    else:
-        loop.add_reader(fd, resolve)
-    try:
-        await ready
-    finally:
-        if writable:
-            loop.remove_writer(fd)
-        else:
-            loop.remove_reader(fd)
 
 
 _zygote = Zygote()
