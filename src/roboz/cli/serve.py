@@ -221,12 +221,20 @@ def revoke_token(
     url: UrlOption = None,
     schema: SchemaOption = "roboz",
 ) -> None:
-    """Revoke a token: every server over the store refuses it from its next request."""
+    """Revoke a token: every server over the store refuses it from its next request. Only
+    its id is ever printed, even when the whole token was given."""
+    from roboz.threads import api_token_id
+
+    found = api_token_id(token_id.strip())
+    if found is None:  # not echoed: it may be a mistyped secret
+        raise CliUsageError(
+            "not a token id (16 hex digits, as roboz serve tokens list shows) nor a token"
+        )
     opened = open_store(store, url, schema)
     try:
-        revoked = opened.revoke_api_token(token_id)
+        revoked = opened.revoke_api_token(found)
     finally:
         opened.close()
     if not revoked:
-        raise CliUsageError(f"no active token {token_id!r}")
-    typer.echo(f"revoked {token_id}")
+        raise CliUsageError(f"no active token {found}")
+    typer.echo(f"revoked {found}")
