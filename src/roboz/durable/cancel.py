@@ -121,4 +121,7 @@ def end_cancelled(raw: Any, schema: str, thread_id: str, workflow_id: str) -> bo
         ),
     )
     mark(raw, schema, thread_id, None)
+    from roboz.threads.postgres import notify_changed  # streams of roboz serve wake at commit
+
+    notify_changed(raw, schema, thread_id)
     return True

@@ -30,6 +30,7 @@ from roboz.durable.errors import DurableError
 from roboz.durable.step_writes import StepWrites, in_step
 from roboz.durable.workflow import Host, Snapshot, Started, set_host
 from roboz.models import Message
+from roboz.threads import ClientViewingContext
 from roboz.threads.record import AgentThreadStatus
 
 P = ParamSpec("P")
@@ -169,6 +170,7 @@ class DurableRuns:
         from roboz.agent.persistence import restore, thread_row
         from roboz.durable import cancel, waiting
         from roboz.threads import turn_rows
+        from roboz.threads.postgres import notify_changed
 
         datasource = self._datasource
         step_writes = self._step_writes
@@ -189,6 +191,7 @@ class DurableRuns:
             initial: list[Message],
             user: Message | None,
             answered: list[str] | None,
+            viewing: dict[str, Any] | None,
             ran: Callable[[], None],
         ) -> Started:
             ran()
@@ -202,16 +205,19 @@ class DurableRuns:
             history, seqs = restore(rows)
             new = [] if user is None else [*([] if rows else initial), user]
             previous = (seqs[-1], history[-1]) if history else None
+            shown = None if viewing is None else ClientViewingContext.model_validate(viewing)
             written: list[Row] = []
             for offset, message in enumerate(new):
                 seq = first + offset
-                row = thread_row(message, seq, previous, 0)
+                users = user is not None and offset == len(new) - 1  # the user's message
+                row = thread_row(message, seq, previous, 0, shown if users else None)
                 written.append((seq, row.role.value, row.content, row.extras))
                 previous = (seq, message)
             turn_rows.write_rows(raw, schema, thread_id, written)
             tasks, goals = raw.execute(
                 f'SELECT tasks, goals FROM "{schema}".threads WHERE thread_id = %s', (thread_id,)
             ).fetchone()
+            notify_changed(raw, schema, thread_id)
             return Started(rows, new, first, tasks or "[]", goals or "[]", context)
 
         def write_tx(
@@ -240,6 +246,7 @@ class DurableRuns:
             if status is not None:
                 turn_rows.end_turn(raw, schema, thread_id, status)
                 cancel.mark(raw, schema, thread_id, None)
+            notify_changed(raw, schema, thread_id)
             return count
 
         def recorded(name: str, body: Callable[Concatenate[Any, P], T]) -> Callable[P, T]:

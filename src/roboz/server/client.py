@@ -64,6 +64,8 @@ class TurnStarted:
     thread_id: str
     status: AgentThreadStatus
     continuation_token: str
+    durable_turn: str | None = None
+    """The turn's workflow id when a ``roboz worker`` runs it (``roboz serve --durable``)."""
 
 
 def is_idle(record: AgentThreadRecord) -> bool:
@@ -105,7 +107,10 @@ def _page(response: httpx.Response) -> ThreadPage:
 def _turn(response: httpx.Response) -> TurnStarted:
     data = response.json()
     return TurnStarted(
-        data["thread_id"], AgentThreadStatus(data["status"]), data["continuation_token"]
+        data["thread_id"],
+        AgentThreadStatus(data["status"]),
+        data["continuation_token"],
+        data.get("durable_turn"),
     )
 
 

@@ -83,6 +83,9 @@ class TurnAccepted(BaseModel):
     status: AgentThreadStatus
     continuation_token: str
     """A token from before the turn's first write: deltas from it show the whole turn."""
+    durable_turn: str | None = None
+    """The turn's workflow id when a ``roboz worker`` runs it (``roboz serve --durable``):
+    it is queued, and its first write (the user's message) follows as a delta."""
 
 
 class CancelResponse(BaseModel):
