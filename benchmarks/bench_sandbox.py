@@ -25,8 +25,9 @@ median of alternating rounds) with the machine's CPU per run, and for the daemon
 goes (helper, zygote, fork server with the sandbox processes, everything else);
 where a run_in_sandbox call's time goes (runner.phase_hook); the daemon's idle memory with
 its zygote and warm sandbox; what a file policy costs a run's start and how resolving its
-masks scales (benchmarks/file_view.py; ``--file-view-only`` runs just that). Nothing is
-asserted; needs root.
+masks scales (benchmarks/file_view.py; ``--file-view-only`` runs just that); what a network
+allowlist costs a run's start, a 10 MB download and 32 connections at once
+(benchmarks/egress.py; ``--egress-only``). Nothing is asserted; needs root.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 try:
-    from benchmarks import file_view
+    from benchmarks import egress, file_view
 except ImportError:  # run as a script: benchmarks/ is on sys.path, not the repository
+    import egress  # type: ignore[no-redef]
     import file_view  # type: ignore[no-redef]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -482,6 +484,9 @@ def main(quick: bool = False) -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--file-view-only", action="store_true",
                         help="only the file-policy figures (start ratio, mask resolution)")  # fmt: skip
+    parser.add_argument("--egress-only", action="store_true",
+                        help="only the network allowlist figures (start ratio, 10 MB over "
+                        "HTTPS through the proxy, 32 connections in one run)")  # fmt: skip
     args = parser.parse_args()
     rate_runs = max(args.runs, RATE_RUNS)
     if quick:  # python -m benchmarks --quick: a smoke run
@@ -492,6 +497,9 @@ def main(quick: bool = False) -> int:
         return 1
     sys.path.insert(0, str(REPO / "helper"))
     sizes = (1_000, 10_000) if quick else (1_000, 10_000, 100_000)
+    if args.egress_only:
+        egress.report(args.runs, interleaved, quick)
+        return 0
     if args.file_view_only:
         with tempfile.TemporaryDirectory(prefix="roboz-bench-", dir="/var/tmp") as tmpdir:
             os.chmod(tmpdir, 0o755)
@@ -571,6 +579,7 @@ def main(quick: bool = False) -> int:
     with tempfile.TemporaryDirectory(prefix="roboz-bench-", dir="/var/tmp") as tmpdir:
         os.chmod(tmpdir, 0o755)
         file_view.report(Path(tmpdir), args.runs, interleaved, sizes)
+    egress.report(args.runs, interleaved, quick)
     return 0
 
 

@@ -22,6 +22,10 @@ command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 command -v gcc >/dev/null || need_apt+=(gcc)
 compgen -G "/usr/lib/*/libc.a" >/dev/null || need_apt+=(libc6-dev)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need_apt+=(postgresql)
+# The egress proxy's suite builds network namespaces (ip) and runs real clients in them.
+command -v ip >/dev/null || need_apt+=(iproute2)
+command -v curl >/dev/null || need_apt+=(curl)
+command -v git >/dev/null || need_apt+=(git)
 # The web UI's browser tests drive Debian's Chromium (Playwright with executable_path; the
 # suite never downloads a browser of its own).
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)

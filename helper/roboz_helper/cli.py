@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from roboz_helper import install_units
+from roboz_helper.egress.config import allowlist_of
 from roboz_helper.file_policy import rules_text
 from roboz_helper.host_paths import PolicyPathsError, load_usable_policy
 from roboz_helper.log_format import configure_logging
@@ -211,6 +212,8 @@ def _check_policy(args: argparse.Namespace) -> int:
         f"{args.file}: ok ({len(policy.profiles)} profiles, "
         f"{len(policy.clients)} client rules; {checked})"
     )
+    for line in _network_lines(policy):
+        print(line)
     # The operator's half of the composed file view; each run is narrowed further by the
     # file policy its client sends (a path is reachable only where both allow it).
     for name, profile in policy.profiles.items():
@@ -221,6 +224,31 @@ def _check_policy(args: argparse.Namespace) -> int:
         if profile.file_rules is not None:
             print("  " + rules_text(profile.file_rules).replace("\n", "\n  "))
     return EXIT_OK
+
+
+def _network_lines(policy: Policy) -> list[str]:
+    """Each client rule's network, when some profile has an allowlist: the hosts its runs
+    may reach (a run may ask for fewer)."""
+    lines: list[str] = []
+    if all(isinstance(p.network, str) for p in policy.profiles.values()):
+        return lines
+    for i, rule in enumerate(policy.clients):
+        who = next(f"{s} {getattr(rule, s)}" for s in ("uid", "gid", "user", "group")
+                   if getattr(rule, s) is not None)  # fmt: skip
+        network = policy.profiles[rule.profile].network
+        head = f"clients[{i}] ({who}) -> profiles.{rule.profile}: network"
+        if isinstance(network, str):
+            lines.append(f"{head} {network}")
+            continue
+        limits = f"at most {network.max_connections} connections at once"
+        if network.max_bytes is not None:
+            limits += f", {network.max_bytes} bytes per run"
+        lines.append(f"{head} through the helper's proxy, to these only ({limits}; a run "
+                     "may ask for a subset):")  # fmt: skip
+        lines += [f"  {entry.explain()}" for entry in allowlist_of(network).entries]
+    servers = ", ".join(policy.egress.nameservers) or "the host's resolver (getaddrinfo)"
+    lines.append(f"egress: the proxy resolves names with {servers}")
+    return lines
 
 
 def _install_units(args: argparse.Namespace) -> int:
@@ -257,6 +285,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise CliError(f"--socket must be an absolute path: {args.socket}", EXIT_USAGE)
     policy = _load(args.policy)
     configure_logging("DEBUG" if args.debug else args.log_level)
+    _raise_open_files_limit()
     # Imported here: check-policy and install-units work without the daemon's dependencies.
     try:
         from roboz_helper.listening import StartupError
@@ -276,6 +305,21 @@ def _serve(args: argparse.Namespace) -> int:
         raise CliError(f"cannot serve: {exc}") from exc
     # SIGTERM is how a service manager stops a daemon: success. SIGINT is an interruption.
     return EXIT_INTERRUPTED if server.stopped_by == signal.SIGINT else EXIT_OK
+
+
+# Descriptors the daemon may hold: each connection of a run through the egress proxy takes two
+# (the run's side, the remote side), up to a profile's max_connections per run, besides the
+# clients' connections and every run's pipes. 1024, the usual soft limit, is soon reached.
+_OPEN_FILES = 1 << 16
+
+
+def _raise_open_files_limit() -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = _OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, _OPEN_FILES)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
 
 
 def _report(error: BaseException, message: str, debug: bool) -> None:

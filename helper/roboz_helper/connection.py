@@ -107,7 +107,7 @@ async def converse(
     except asyncio.IncompleteReadError:
         return  # the client hung up before finishing its request
 
-    client = Client(peer, profile_name, profile, policy.server.max_runs_per_client)
+    client = Client(peer, profile_name, profile, policy.server.max_runs_per_client, policy.egress)
     if isinstance(request, ListScripts):
         await serve_listing(writer, client)
         return

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from roboz_helper import host_paths, protocol, runs
+from roboz_helper.egress.config import EgressConfig
+from roboz_helper.egress.proxy import EgressSession
 from roboz_helper.log_format import fields
 from roboz_helper.peer import PeerCredentials
 from roboz_helper.policy import Profile
@@ -33,6 +35,7 @@ class Client:
     profile_name: str
     profile: Profile
     max_runs: int
+    egress: EgressConfig  # how the policy that greeted it reaches the network (allowlists)
 
 
 class RunRecord:
@@ -70,9 +73,11 @@ async def supervise(
     profile: Profile,
     spec: SandboxSpec,
     on_client_gone: Callable[[], None] = lambda: None,
+    network: EgressSession | None = None,
 ) -> RunCompletion | None:
     """Run the sandbox while watching the client; None if the client went away
-    (``on_client_gone`` is called then, before the run is killed)."""
+    (``on_client_gone`` is called then, before the run is killed). ``network``: the run's
+    egress proxy session (a profile with an allowlist), which ends with the run."""
     gone = asyncio.Event()
     drain_timeout = profile.timeout_s + _DRAIN_GRACE_S
 
@@ -87,7 +92,7 @@ async def supervise(
         except (ConnectionError, TimeoutError):
             gone.set()  # never raise into the sandbox; the watcher cancels the run
 
-    run = asyncio.create_task(run_in_sandbox(spec, on_output))
+    run = asyncio.create_task(run_in_sandbox(spec, on_output, network))
     watch = asyncio.create_task(client_gone(reader, gone))
     try:
         await asyncio.wait({run, watch}, return_when=asyncio.FIRST_COMPLETED)

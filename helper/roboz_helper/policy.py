@@ -18,6 +18,13 @@ from typing import Any
 
 import msgspec
 
+from roboz_helper.egress.allowlist import NetworkAllow
+from roboz_helper.egress.config import (
+    EgressConfig,
+    EgressConfigError,
+    check_egress,
+    check_network,
+)
 from roboz_helper.file_policy import FilePolicy, FilePolicyError, load_file_policy
 from roboz_helper.run_states import NetworkMode
 
@@ -53,7 +60,7 @@ class Profile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     workdir: str
     readonly_paths: tuple[str, ...] = ()
     writable_paths: tuple[str, ...] = ()
-    network: NetworkMode = "none"
+    network: NetworkMode | NetworkAllow = "none"
     commands: tuple[str, ...] = ()
     env: dict[str, str] = {}
     timeout_s: float = 30.0
@@ -87,6 +94,7 @@ NUMERIC_LIMITS = (
 
 class Policy(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     server: ServerConfig = ServerConfig()
+    egress: EgressConfig = EgressConfig()
     clients: tuple[ClientRule, ...] = ()
     profiles: dict[str, Profile] = {}
 
@@ -95,6 +103,7 @@ class Policy(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
 # keys as `[...]`, which would leave the reader guessing which profile is wrong.
 class _Envelope(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     server: ServerConfig = ServerConfig()
+    egress: EgressConfig = EgressConfig()
     clients: tuple[ClientRule, ...] = ()
     profiles: dict[str, dict[str, Any]] = {}
 
@@ -110,7 +119,12 @@ def _clean(exc: msgspec.MsgspecError, prefix: str = "") -> str:
     # Dict keys show up as `[...]`; the prefix already names the profile, so drop them.
     path = prefix + (match["path"] or "").replace("[...]", "")
     path = path.lstrip(".")
-    return f"{path or '(top level)'}: {match['msg']}"
+    message = match["msg"]
+    if path.endswith(".network") and (
+        message.startswith("Invalid enum") or "str | object" in message
+    ):
+        message += ' (network is "none", "loopback" or a table {allow = ["host:port", ...]})'
+    return f"{path or '(top level)'}: {message}"
 
 
 def parse_policy(text: str | bytes, *, look_up_names: bool = True) -> Policy:
@@ -136,7 +150,9 @@ def parse_policy(text: str | bytes, *, look_up_names: bool = True) -> Policy:
             profiles[name] = msgspec.convert(raw, type=Profile, strict=True)
         except msgspec.ValidationError as exc:
             raise PolicyError(_clean(exc, f"profiles.{name}")) from None
-    policy = Policy(server=envelope.server, clients=envelope.clients, profiles=profiles)
+    policy = Policy(
+        server=envelope.server, egress=envelope.egress, clients=envelope.clients, profiles=profiles
+    )
     validate(policy, look_up_names=look_up_names)
     return policy
 
@@ -293,6 +309,22 @@ def _validate_server(server: ServerConfig, look_up_names: bool) -> None:
             raise PolicyError(f"server.socket_group: {exc}") from None
 
 
+def _validate_egress(egress: EgressConfig) -> None:
+    try:
+        check_egress(egress)
+    except EgressConfigError as exc:
+        raise PolicyError(f"egress.{exc}") from None
+
+
+def _validate_network(where: str, network: NetworkMode | NetworkAllow) -> None:
+    if isinstance(network, str):
+        return
+    try:
+        check_network(network)
+    except EgressConfigError as exc:
+        raise PolicyError(f"{where}.{exc}") from None
+
+
 def _validate_profile(name: str, profile: Profile, look_up_names: bool) -> None:
     # The name appears in field paths and log lines, which must stay one line each.
     if not name or not name.isprintable():
@@ -319,6 +351,7 @@ def _validate_profile(name: str, profile: Profile, look_up_names: bool) -> None:
             raise PolicyError(f"{where}.env.{key}: contains a NUL byte")
     for field in NUMERIC_LIMITS:
         _limit(getattr(profile, field), f"{where}.{field}", field)
+    _validate_network(f"{where}.network", profile.network)
 
 
 def _validate_client(
@@ -354,6 +387,7 @@ def _validate_client(
 
 def validate(policy: Policy, *, look_up_names: bool = True) -> None:
     _validate_server(policy.server, look_up_names)
+    _validate_egress(policy.egress)
     if not policy.profiles:
         raise PolicyError("profiles: at least one profile is required")
     for name, profile in policy.profiles.items():

@@ -17,8 +17,10 @@ A request that cannot be decoded gets a ProtocolError frame instead and the conn
 
 Every frame is a 4-byte big-endian length followed by that many bytes of msgpack. Decoding is
 strict: unknown fields, wrong types, unknown tags, trailing bytes and frames over
-MAX_FRAME_BYTES are errors. This module depends on msgspec and the standard library only,
-because the library client imports it and the helper's trusted base must stay small.
+MAX_FRAME_BYTES are errors. Fields at their default are left out when encoding, so a frame
+that uses nothing of a newer version is the bytes an older peer expects. This module depends
+on msgspec and the standard library only, because the library client imports it and the
+helper's trusted base must stay small.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from typing import Annotated, Final, Literal, cast
 
 import msgspec
 
+from roboz_helper.egress.allowlist import NetworkAllow
+from roboz_helper.egress.report import NetworkReport
 from roboz_helper.file_policy import FilePolicy
 from roboz_helper.run_states import Limit, NetworkMode, RunStatus
 
@@ -35,10 +39,15 @@ from roboz_helper.run_states import Limit, NetworkMode, RunStatus
 # the workdir. A version-1 helper decodes strictly and refuses the unknown field, and a
 # client refuses to send one to a helper that greets with version 1: a restriction is
 # applied or nothing runs, never silently dropped.
-PROTOCOL_VERSION: Final = 2
+# 3: a profile's network may be an allowlist (the greeting's ``limits.network``); a run
+# request may narrow it (``network_allow``); the completion of a run with an allowlist
+# reports its traffic and every refused attempt (``network``). A client sends
+# ``network_allow`` only to a helper that greets with 3 or later.
+PROTOCOL_VERSION: Final = 3
 # The oldest helper a client still talks to (for runs without a file policy).
 MIN_PROTOCOL_VERSION: Final = 1
 FILE_POLICY_VERSION: Final = 2
+NETWORK_ALLOW_VERSION: Final = 3
 
 # Large enough for a request with a long argv, small enough that a hostile peer cannot make
 # either side allocate much before the length check rejects it.
@@ -56,7 +65,12 @@ StreamName = Literal["stdout", "stderr"]
 
 
 class _Frame(
-    msgspec.Struct, tag_field="type", forbid_unknown_fields=True, frozen=True, kw_only=True
+    msgspec.Struct,
+    tag_field="type",
+    forbid_unknown_fields=True,
+    frozen=True,
+    kw_only=True,
+    omit_defaults=True,
 ):
     """Common base: every frame is tagged by its `type` field and rejects unknown fields."""
 
@@ -84,6 +98,9 @@ class RunScript(_Frame, tag="run_script", frozen=True):
     # The agent's file policy: a restriction of this run's view of the workdir (and of the
     # profile's other binds), composed with the profile's own file policy; never a widening.
     file_policy: FilePolicy | None = None
+    # Allowlist entries this run needs, each within the profile's allowlist (a subset, never
+    # more); None: the profile's whole allowlist.
+    network_allow: tuple[str, ...] | None = None
 
 
 class ExecCommand(_Frame, tag="exec_command", frozen=True):
@@ -93,6 +110,7 @@ class ExecCommand(_Frame, tag="exec_command", frozen=True):
     trace_id: TraceId | None = None
     keep_open: bool = False
     file_policy: FilePolicy | None = None
+    network_allow: tuple[str, ...] | None = None
 
 
 Request = ListScripts | RunScript | ExecCommand
@@ -101,7 +119,9 @@ Request = ListScripts | RunScript | ExecCommand
 # --- responses (helper -> client) ------------------------------------------------------------
 
 
-class Limits(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+class Limits(
+    msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True, omit_defaults=True
+):
     """The limits of the caller's profile, so a client can plan before it asks."""
 
     timeout_s: float
@@ -112,7 +132,7 @@ class Limits(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     max_file_bytes: int
     tmp_size_bytes: int
     nofile_max: int
-    network: NetworkMode
+    network: NetworkMode | NetworkAllow
     max_runs: int
 
 
@@ -146,6 +166,8 @@ class RunCompletion(_Frame, tag="completion", frozen=True):
     limit: Limit | None = None
     # The connection takes another request (the run asked for keep_open and the helper agreed).
     keep_open: bool = False
+    # A run with an allowlist: its traffic through the helper's proxy, every refusal listed.
+    network: NetworkReport | None = None
 
 
 class Closing(_Frame, tag="closing", frozen=True):

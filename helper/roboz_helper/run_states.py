@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+# What a policy and the wire name (an allowlist is a table, not a word: egress/allowlist.py).
 NetworkMode = Literal["none", "loopback"]
+# What a sandbox is built with: "proxy" is loopback plus the egress proxy's listener, for a
+# run with an allowlist.
+SandboxNetwork = Literal["none", "loopback", "proxy"]
 # Why the runner stopped a run before it ended on its own.
 RunReason = Literal["timeout", "output", "cancelled"]
 # How a sandbox run ended.

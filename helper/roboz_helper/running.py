@@ -102,6 +102,9 @@ async def serve_run(
         else:
             argv = runs.exec_argv(profile, request)
         spec = runs.build_spec(profile, argv, script_fd, run_id, request.file_policy)
+        network = runs.network_session(
+            client.profile_name, profile, request.network_allow, client.egress
+        )
     except (scripts.ScriptRefused, runs.RunRefused, PolicyError) as exc:
         if script_fd is not None:
             os.close(script_fd)
@@ -118,7 +121,7 @@ async def serve_run(
         slots.client_gone(peer.uid)
 
     try:
-        completion = await supervise(reader, writer, profile, spec, client_gone)
+        completion = await supervise(reader, writer, profile, spec, client_gone, network)
     except asyncio.CancelledError:
         record("killed", reason="helper shutting down")
         raise
@@ -129,12 +132,15 @@ async def serve_run(
     if completion is None:
         record("killed", reason="client disconnected")
         return False
+    traffic, refused = runs.network_summary(completion)
     record(
         completion.status,
         exit=completion.exit_code,
         signal=completion.signal,
         limit=completion.limit,
         diagnostic=None if completion.status == "success" else completion.diagnostic,
+        network=traffic,
+        refused=refused,
     )
     if keep_open:
         completion = msgspec.structs.replace(completion, keep_open=True)

@@ -6,6 +6,10 @@ import secrets
 import shlex
 from typing import Any, get_args
 
+from roboz_helper.egress.config import EgressConfig
+from roboz_helper.egress.endpoint import proxy_environment
+from roboz_helper.egress.proxy import EgressSession
+from roboz_helper.egress.sessions import NetworkRequestError, resolver_for, session_for
 from roboz_helper.file_policy import FilePolicy, FilePolicyError, check_file_policy
 from roboz_helper.policy import NUMERIC_LIMITS, Profile, run_as_ids
 from roboz_helper.protocol import ExecCommand, Limits, RunCompletion, RunScript
@@ -68,6 +72,27 @@ def file_policies(profile: Profile, requested: FilePolicy | None) -> tuple[FileP
     return tuple(policies)
 
 
+def network_session(
+    profile_name: str,
+    profile: Profile,
+    requested: tuple[str, ...] | None,
+    egress: EgressConfig,
+) -> EgressSession | None:
+    """The egress proxy session of a run of a profile with an allowlist (narrowed to what the
+    request names, never widened), None for the others."""
+    if isinstance(profile.network, str):
+        if requested is not None:
+            raise RunRefused(
+                f"the request's network_allow: profile {profile_name!r} has no allowlist "
+                f"(network = {profile.network!r})"
+            )
+        return None
+    try:
+        return session_for(profile_name, profile.network, requested, resolver_for(egress), egress)
+    except NetworkRequestError as exc:
+        raise RunRefused(f"the request's {exc}") from None
+
+
 def build_spec(
     profile: Profile,
     argv: list[str],
@@ -76,8 +101,15 @@ def build_spec(
     requested_file_policy: FilePolicy | None = None,
 ) -> SandboxSpec:
     """Everything the sandbox needs for one run, taken from the profile and nothing else but
-    the client's file policy, which can only narrow it."""
+    the client's file policy, which can only narrow it. A profile with an allowlist gets a
+    "proxy" sandbox and the variables that point its programs at the proxy (over any of the
+    profile's own env of the same names: they could not reach anything else anyway)."""
     uid, gid = run_as_ids(profile)  # raises PolicyError for root; re-checked on every run
+    limits = _profile_limits(profile)
+    env = dict(profile.env)
+    if not isinstance(profile.network, str):
+        limits["network"] = "proxy"
+        env.update(proxy_environment())
     return SandboxSpec(
         argv=argv,
         script_fd=script_fd,
@@ -86,10 +118,10 @@ def build_spec(
         workdir=profile.workdir,
         readonly_paths=tuple(profile.readonly_paths),
         writable_paths=tuple(profile.writable_paths),
-        env=dict(profile.env),
+        env=env,
         run_id=run_id,
         file_policies=file_policies(profile, requested_file_policy),
-        **_profile_limits(profile),
+        **limits,
     )
 
 
@@ -109,7 +141,22 @@ def completion_of(outcome: SandboxOutcome) -> RunCompletion:
         cpu_time_s=float(outcome.cpu_time_s),
         peak_memory_bytes=int(outcome.peak_memory_bytes),
         limit=limit if limit in _LIMITS else None,
+        network=outcome.network,
     )
+
+
+def network_summary(completion: RunCompletion) -> tuple[str | None, str | None]:
+    """A run's network on its log line: its traffic, and the refused attempts (host, port,
+    reason; log_format bounds and escapes them). (None, None) without an allowlist."""
+    report = completion.network
+    if report is None:
+        return None, None
+    traffic = (
+        f"{report.connections} connections, {report.bytes_out} bytes out, "
+        f"{report.bytes_in} bytes in, {report.refused} refused"
+    )
+    refused = "; ".join(f"{r.host}:{r.port} {r.reason} x{r.count}" for r in report.refusals)
+    return traffic, refused or None
 
 
 def request_fields(request: RunScript | ExecCommand) -> dict[str, str]:

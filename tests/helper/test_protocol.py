@@ -158,7 +158,9 @@ def test_run_states_are_one_vocabulary_for_the_sandbox_and_the_wire() -> None:
     statuses = set(get_args(protocol.Status))
     assert set(get_args(run_states.RunStatus)) <= statuses
     assert statuses - set(get_args(run_states.RunStatus)) == {"listed", "refused", "busy"}
-    assert spec.NETWORK_MODES == get_args(run_states.NetworkMode) == ("none", "loopback")
+    assert get_args(run_states.NetworkMode) == ("none", "loopback")
+    # A sandbox also has "proxy": what a policy's allowlist (a table, not a word) becomes.
+    assert (*get_args(run_states.NetworkMode), "proxy") == spec.NETWORK_MODES
     with pytest.raises(msgspec.ValidationError):
         msgspec.msgpack.decode(
             msgspec.msgpack.encode({"type": "completion", "status": "exploded"}),
@@ -189,3 +191,61 @@ def test_an_unknown_sandbox_status_reaches_the_wire_as_failed() -> None:
         peak_memory_bytes=10,
         limit="timeout",
     )
+
+
+def test_network_fields_round_trip() -> None:
+    from roboz_helper.egress.allowlist import NetworkAllow
+    from roboz_helper.egress.report import NetworkReport, Refusal
+
+    run = RunScript(path="a.sh", network_allow=("pypi.org:443",))
+    assert protocol.decode_request(_unframe(protocol.encode_frame(run))) == run
+    limits = msgspec.structs.replace(
+        LIMITS, network=NetworkAllow(allow=("pypi.org:443", "*.example.org"), max_bytes=10)
+    )
+    greeting = Greeting(protocol_version=3, helper_version="t", profile="p", uid=1, limits=limits)
+    report = NetworkReport(
+        policy="p",
+        bytes_out=5,
+        bytes_in=7,
+        connections=1,
+        refused=2,
+        refusals=(Refusal(host="evil.example", port=443, reason="not-allowed", count=2),),
+    )
+    completion = RunCompletion(status="success", exit_code=0, network=report)
+    for frame in (greeting, completion):
+        assert protocol.decode_response(_unframe(protocol.encode_frame(frame))) == frame
+
+
+class _RunScriptV2(msgspec.Struct, tag_field="type", tag="run_script", forbid_unknown_fields=True):
+    path: str
+    args: list[str] = []
+    trace_id: str | None = None
+    keep_open: bool = False
+    file_policy: object = None
+
+
+class _CompletionV2(msgspec.Struct, tag_field="type", tag="completion", forbid_unknown_fields=True):
+    status: str
+    exit_code: int | None = None
+    signal: int | None = None
+    diagnostic: str = ""
+    wall_time_s: float = 0.0
+    cpu_time_s: float = 0.0
+    peak_memory_bytes: int = 0
+    limit: str | None = None
+    keep_open: bool = False
+
+
+def test_frames_without_network_fields_are_what_an_older_peer_decodes() -> None:
+    # Defaults are left out: a version-2 helper (strict, without network_allow) takes a run
+    # request that does not narrow the network, and a version-2 client a completion of a
+    # run without an allowlist.
+    request = _unframe(protocol.encode_frame(RunScript(path="a.sh", args=["x"], keep_open=True)))
+    assert msgspec.msgpack.decode(request, type=_RunScriptV2) == _RunScriptV2(
+        path="a.sh", args=["x"], keep_open=True
+    )
+    done = _unframe(protocol.encode_frame(RunCompletion(status="failed", exit_code=3)))
+    assert msgspec.msgpack.decode(done, type=_CompletionV2).exit_code == 3
+    narrowed = _unframe(protocol.encode_frame(RunScript(path="a.sh", network_allow=())))
+    with pytest.raises(msgspec.ValidationError, match="network_allow"):
+        msgspec.msgpack.decode(narrowed, type=_RunScriptV2)

@@ -45,6 +45,11 @@ def number(name: str) -> int:
         ("ALIVE_FD", init_wire.ALIVE_FD),
         ("REPORT_FD", init_wire.REPORT_FD),
         ("POOL_FD", init_wire.POOL_FD),
+        ("PROXY_FD", init_wire.PROXY_FD),
+        ("PROXY_PORT", init_wire.PROXY_PORT),
+        ("NETWORK_NONE", init_wire.NETWORK_CODES["none"]),
+        ("NETWORK_LOOPBACK", init_wire.NETWORK_CODES["loopback"]),
+        ("NETWORK_PROXY", init_wire.NETWORK_CODES["proxy"]),
         ("EXIT_SETUP_FAILED", init_wire.EXIT_SETUP_FAILED),
         ("MAX_POOL", init_wire.MAX_POOL),
         ("TEMPLATE_REQUEST", init_wire.TEMPLATE_REQUEST),
@@ -212,7 +217,7 @@ def test_the_configuration_layout() -> None:
     m = plan.mounts
     expected = {
         "uid": 1234, "gid": 5678, "rootless": 0, "prepare_run": 1, "report": 0,
-        "loopback": 1, "npool": 3, "workdir": b"/srv/work", "n": seccomp.INSTRUCTIONS,
+        "network": 1, "npool": 3, "workdir": b"/srv/work", "n": seccomp.INSTRUCTIONS,
         "hostname": namespaces.HOSTNAME.encode(), "root_size": m.root_size_bytes,
         "tmp_size": m.tmp_size_bytes, "tmp_inodes": m.tmp_inodes,
         "sys_attrs": mounts.SYS_ATTRS, "dev_attrs": mounts.DEV_ATTRS,
@@ -256,3 +261,12 @@ def test_the_template_configuration_carries_the_layout() -> None:
     assert decoder.one("symlinks") == list(layout.symlinks)
     assert decoder.one("system") == [(b.path, b.attrs) for b in layout.binds]
     assert decoder.one("binds") == [] and decoder.one("uid") == 0
+
+
+def test_the_proxys_descriptor_is_above_every_pool_join_file() -> None:
+    # pid 1 keeps the proxy's listener at PROXY_FD; the pooled cgroup's join files are
+    # POOL_FD .. POOL_FD + MAX_POOL - 1 when it makes it.
+    assert init_wire.PROXY_FD >= init_wire.POOL_FD + init_wire.MAX_POOL
+    from roboz_helper.egress import endpoint
+
+    assert (endpoint.PROXY_HOST, endpoint.PROXY_PORT) == ("127.0.0.1", init_wire.PROXY_PORT)

@@ -12,11 +12,11 @@
  * see fork_server.c): 0-2 as inherited, 3 the request socket, 4 the configuration (a sealed
  * memfd, read with pread), 5 the "alive" pipe (EOF: the process that started pid 1 is gone),
  * 6 the set-up pipe of a pid 1 that reports (init_wire.spawn), 7.. the pooled cgroup's join
- * files.
+ * files. A pid 1 of a run with an allowlist keeps the proxy's listener at 16 (PROXY_FD).
  * Wire formats (little endian; str = u32 length + bytes, strs = u32 count + count x str,
  * links = u32 count + count x (str path, str target), binds = u32 count + count x (str, u32)):
  *   configuration: "RZI2", u32 uid, u32 gid, u8 rootless, u8 prepare_run, u8 report,
- *                  u8 loopback, u32 npool, str workdir, u32 n + n x 8 bytes of seccomp filter,
+ *                  u8 network, u32 npool, str workdir, u32 n + n x 8 bytes of seccomp filter,
  *                  str hostname, u64 root size, u64 tmp size, u64 tmp inodes,
  *                  u32 system attrs, u32 device attrs, u32 /dev attrs, links symlinks,
  *                  binds system, binds binds, strs devices, links /dev links, strs /proc
@@ -253,7 +253,8 @@ static int read_config(int fd) {
     cfg.rootless = (int)take(&c, 1);
     cfg.prepare_run = (int)take(&c, 1);
     cfg.report = (int)take(&c, 1);
-    cfg.root.loopback = (int)take(&c, 1);
+    cfg.root.network = (int)take(&c, 1);
+    if (cfg.root.network > NETWORK_PROXY) return fail("malformed configuration (network)");
     cfg.npool = (int)take(&c, 4);
     cfg.workdir = take_str(&c);
     uint32_t n = (uint32_t)take(&c, 4);

@@ -45,6 +45,16 @@
 #define REPORT_FD 6
 #define POOL_FD 7
 #define EXIT_SETUP_FAILED 127
+/* A run with an allowlist: the egress proxy's listening socket, made by pid 1 in the run's
+ * network namespace and kept open here (above the pool's join files, POOL_FD + MAX_POOL) for
+ * the helper to take a copy of with pidfd_getfd(2); the run process closes it at exec. */
+#define PROXY_FD 16
+#define PROXY_PORT 3128
+
+/* The run's network (the configuration's network byte; spec.SandboxNetwork). */
+#define NETWORK_NONE 0
+#define NETWORK_LOOPBACK 1
+#define NETWORK_PROXY 2
 
 /* The configuration's first bytes (init_wire.encode_config, read_config in init.c). */
 #define CONFIG_MAGIC "RZI2"
@@ -84,7 +94,7 @@ struct bind_spec {
 /* spec.MountPlan plus the layout constants, as sent by init_wire.encode_config. */
 struct root_plan {
     char *hostname;
-    int loopback;
+    int network; /* NETWORK_NONE, NETWORK_LOOPBACK, NETWORK_PROXY */
     uint64_t root_size, tmp_size, tmp_inodes;
     uint64_t sys_attrs, dev_attrs, dev_dir_attrs;
     uint32_t nsymlinks, nsystem, nbinds, ndevices, ndev_links, nproc_ro;
@@ -93,7 +103,8 @@ struct root_plan {
     char **devices, **proc_ro;
 };
 
-/* Namespaces (mount, net, ipc, uts), loopback, the root filesystem, the hostname. */
+/* Namespaces (mount, net, ipc, uts), loopback and the proxy's listener, the root
+ * filesystem, the hostname. */
 int prepare_root(const struct root_plan *plan);
 /* The zygote's system template at TEMPLATE_AT, in the fork server's mount namespace, from
  * the plan's system layout; template_ready says a pid 1 forked from the server may clone it

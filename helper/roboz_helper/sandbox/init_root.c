@@ -30,8 +30,10 @@
  */
 #include "init.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
 
 #define OLDROOT "/oldroot"
@@ -333,6 +335,34 @@ static int loopback_up(void) {
     return rc < 0 ? fail("bringing lo up") : 0;
 }
 
+/* network = proxy: the egress proxy's door, 127.0.0.1:PROXY_PORT of the run's namespace,
+ * listening before the run exists (so the run can never take the port first) and kept at
+ * PROXY_FD, where the helper takes a copy of it (pidfd_getfd) and serves it from outside.
+ * Made after the root is built: no descriptor of the build is open at PROXY_FD then, and
+ * F_DUPFD_CLOEXEC never replaces one anyway. */
+static int proxy_listener(void) {
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return fail("the proxy's socket");
+    struct sockaddr_in at;
+    memset(&at, 0, sizeof at);
+    at.sin_family = AF_INET;
+    at.sin_port = htons(PROXY_PORT);
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = -1;
+    if (bind(s, (struct sockaddr *)&at, sizeof at) == 0 && listen(s, 128) == 0)
+        fd = fcntl(s, F_DUPFD_CLOEXEC, PROXY_FD);
+    int saved = errno;
+    close(s);
+    errno = saved;
+    if (fd < 0) return fail("the proxy's listener on 127.0.0.1");
+    if (fd != PROXY_FD) {
+        close(fd);
+        errno = EBUSY;
+        return fail("the proxy's listener descriptor");
+    }
+    return 0;
+}
+
 /* sandbox/view.py's plan: each entry's path walked like a bind's (no symlink, no "..",
  * from the sandbox's own root), checked to be the inode the helper resolved, then masked
  * (a mode-0 empty directory or file of the root tmpfs, read-only) or re-bound read-only
@@ -532,8 +562,9 @@ int build_template(const struct root_plan *p, int replace) {
 
 int prepare_root(const struct root_plan *p) {
     CHECK(unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare");
-    if (p->loopback && loopback_up() < 0) return -1;
+    if (p->network != NETWORK_NONE && loopback_up() < 0) return -1;
     if (build_root(p) < 0) return -1;
+    if (p->network == NETWORK_PROXY && proxy_listener() < 0) return -1;
     CHECK(sethostname(p->hostname, strlen(p->hostname)), "sethostname");
     return 0;
 }

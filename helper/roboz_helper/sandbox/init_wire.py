@@ -23,6 +23,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from roboz_helper.run_states import SandboxNetwork
+
 from . import mounts, namespaces, seccomp
 from .spec import Bind, ChildPlan, MountPlan, RunFds, SystemLayout
 
@@ -35,6 +37,11 @@ MISSING = (
 # Descriptors of a starting pid 1, and its exit status when set-up fails (init.h).
 CTRL_FD, CONFIG_FD, ALIVE_FD, REPORT_FD, POOL_FD = 3, 4, 5, 6, 7
 EXIT_SETUP_FAILED = 127
+# A run with an allowlist: pid 1 keeps the egress proxy's listener (127.0.0.1:PROXY_PORT of
+# the run's namespace) at PROXY_FD (init_root.c).
+PROXY_FD, PROXY_PORT = 16, 3128
+# The configuration's network byte (init.h NETWORK_*).
+NETWORK_CODES: dict[SandboxNetwork, int] = {"none": 0, "loopback": 1, "proxy": 2}
 CONFIG_MAGIC = b"RZI2"
 # What pid 1 writes on the status pipe once the run is over: C's wait status, CPU time in
 # microseconds, peak RSS in bytes; in direct mode the starter writes pid 1's pid first.
@@ -73,13 +80,13 @@ def _binds(items: Sequence[Bind]) -> bytes:
 
 
 def _config(
-    uid: int, gid: int, rootless: bool, flags: tuple[bool, bool, bool, int], m: MountPlan
+    uid: int, gid: int, rootless: bool, flags: tuple[bool, bool, int, int], m: MountPlan
 ) -> bytes:
-    prepare_run, report, loopback, pool = flags
+    prepare_run, report, network, pool = flags
     return b"".join(
         (
             CONFIG_MAGIC,
-            struct.pack("<IIBBBBI", uid, gid, rootless, prepare_run, report, loopback, pool),
+            struct.pack("<IIBBBBI", uid, gid, rootless, prepare_run, report, network, pool),
             _blob(os.fsencode(m.workdir)),
             _U32.pack(seccomp.INSTRUCTIONS),
             seccomp.PROGRAM,
@@ -101,7 +108,7 @@ def encode_config(plan: ChildPlan, prepare_run: bool, report: bool, pool: int) -
     script, which comes with the request), whether it prepares the run process, whether it
     reports set-up failures on the request's set-up pipe, how many pooled cgroup join files
     it writes to."""
-    flags = (prepare_run, report, plan.network == "loopback", pool)
+    flags = (prepare_run, report, NETWORK_CODES[plan.network], pool)
     return _config(plan.uid, plan.gid, plan.rootless, flags, plan.mounts)
 
 
@@ -109,7 +116,7 @@ def encode_template(layout: SystemLayout) -> bytes:
     """A configuration the fork server builds the system template from: only its system
     layout is read (the identity and the run's parts are left empty)."""
     empty = MountPlan(layout.symlinks, layout.binds, (), "/", 0, 0, 0)
-    return _config(0, 0, False, (False, False, False, 0), empty)
+    return _config(0, 0, False, (False, False, 0, 0), empty)
 
 
 def encode_request(plan: ChildPlan) -> bytes:

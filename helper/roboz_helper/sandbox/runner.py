@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import struct
@@ -25,9 +26,19 @@ from typing import Any
 from roboz_helper.run_states import RunReason
 
 from . import cgroups, cleanup, launch
+from .egress_door import EgressDoor, network_note
 from .init_wire import PID_FORMAT, STATUS_FORMAT
 from .outcome import Ended, Refusals, outcome_of
-from .spec import ChildPlan, RunFds, SandboxError, SandboxOutcome, SandboxSpec, Started, validate
+from .spec import (
+    ChildPlan,
+    NetworkSession,
+    RunFds,
+    SandboxError,
+    SandboxOutcome,
+    SandboxSpec,
+    Started,
+    validate,
+)
 from .support import sandbox_support
 
 USE_ZYGOTE = launch.USE_ZYGOTE
@@ -84,11 +95,13 @@ class _Pipes:
 
 
 class _Run:
-    def __init__(self, spec: SandboxSpec, on_output: OnOutput):
+    def __init__(self, spec: SandboxSpec, on_output: OnOutput, network: NetworkSession | None):
         self.spec = spec
         self.on_output = on_output
         self.loop = asyncio.get_running_loop()
         self.pipes = _Pipes()
+        # network = proxy: the run's egress session, attached once pid 1 is set up.
+        self.door = EgressDoor(network, self.pipes.setup_r, self.kill) if network else None
         self.started: Started | None = None
         self.cg: cgroups.RunCgroup | None = None  # known once the run is started
         self.reason: RunReason | None = None
@@ -148,8 +161,15 @@ class _Run:
                 self.pidfd_b = os.pidfd_open(self.pid_b)
             except OSError:
                 self.pidfd_b = None
+            if self.door is not None and self.pidfd_b is not None:
+                self.door.init_known(self.pidfd_b)
             if self.reason is not None:
                 self.kill()
+
+    def _on_setup(self) -> None:
+        assert self.door is not None
+        if self.door.on_setup():
+            self._remove_reader(self.pipes.setup_r)
 
     def _on_exit(self) -> None:
         assert self.started is not None
@@ -286,6 +306,10 @@ class _Run:
         self._add_reader(pipes.status_r, self._on_status)
         self._add_reader(pipes.out_r, self._on_stream, 1, pipes.out_r)
         self._add_reader(pipes.err_r, self._on_stream, 2, pipes.err_r)
+        if self.door is not None:
+            self._add_reader(pipes.setup_r, self._on_setup)
+            if not self.started.direct:  # direct mode: once the starter names pid 1
+                self.door.init_known(self.started.pidfd)
         timer = self.loop.call_at(self.loop.time() + self.spec.timeout_s, self._on_deadline)
         children_cpu_s = None
         try:
@@ -309,12 +333,20 @@ class _Run:
             with contextlib.suppress(OSError):
                 while chunk := os.read(pipes.status_r, 4096):
                     self.status_buf += chunk
-        return outcome_of(self.spec, self._ended(time.monotonic() - started_at, children_cpu_s))
+            # Nothing of the run is left: its proxy connections end with it.
+            report = await self.door.close() if self.door is not None else None
+        outcome = outcome_of(self.spec, self._ended(time.monotonic() - started_at, children_cpu_s))
+        if report is None:
+            return outcome
+        # Before the other notes (the seccomp filter, file modes): the likelier cause.
+        head, sep, notes = outcome.diagnostic.partition(" (note: ")
+        diagnostic = head + network_note(outcome.status, report) + sep + notes
+        return dataclasses.replace(outcome, network=report, diagnostic=diagnostic)
 
     def _ended(self, wall: float, children_cpu_s: float | None) -> Ended:
-        setup_error = b""
+        setup_error = (self.door.error or self.door.setup_error) if self.door else b""
         with contextlib.suppress(OSError):
-            setup_error = os.read(self.pipes.setup_r, 8192)
+            setup_error = setup_error or os.read(self.pipes.setup_r, 8192)
         return Ended(
             wall_time_s=wall,
             reason=self.reason,
@@ -366,9 +398,15 @@ def _reap(pid: int) -> float | None:
             return None
 
 
-async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutcome:
-    """Run ``spec`` in a fresh sandbox; see the package README for what that guarantees."""
+async def run_in_sandbox(
+    spec: SandboxSpec, on_output: OnOutput, network: NetworkSession | None = None
+) -> SandboxOutcome:
+    """Run ``spec`` in a fresh sandbox; see the package README for what that guarantees.
+    ``network``: the egress proxy session of a run with ``network = "proxy"`` (and only
+    then), closed when the run has ended; its report is the outcome's ``network``."""
     validate(spec)
+    if (spec.network == "proxy") != (network is not None):
+        raise SandboxError('network: a session is given exactly for network = "proxy"')
     ok, why = sandbox_support()
     if not ok:
         raise SandboxError(f"sandboxing is not available here: {why}")
@@ -376,11 +414,13 @@ async def run_in_sandbox(spec: SandboxSpec, on_output: OnOutput) -> SandboxOutco
     if cgroups.backend() is None and not plan.rootless:
         raise SandboxError("no usable cgroup hierarchy (need v1 pids+memory+freezer or "
                            "delegated v2 memory+pids)")  # fmt: skip
-    run = _Run(spec, on_output)
+    run = _Run(spec, on_output, network)
     try:
         return await run.run(plan)
     finally:
         run.release()
+        if run.door is not None:  # a run that failed to start: its session ends too
+            await run.door.close()
 
 
 def reclaim_stale_runs() -> None:

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, get_args
+from typing import TYPE_CHECKING, NamedTuple, Protocol, get_args
 
 import msgspec
 
+from roboz_helper.egress.report import NetworkReport
 from roboz_helper.file_policy import FilePolicy
-from roboz_helper.run_states import Limit, NetworkMode, RunStatus
+from roboz_helper.run_states import Limit, RunStatus, SandboxNetwork
 
 if TYPE_CHECKING:
     from .cgroups import RunCgroup
 
-NETWORK_MODES: tuple[NetworkMode, ...] = get_args(NetworkMode)
+NETWORK_MODES: tuple[SandboxNetwork, ...] = get_args(SandboxNetwork)
 
 
 class SandboxError(Exception):
@@ -39,7 +40,7 @@ class SandboxSpec:
     workdir: str
     readonly_paths: tuple[str, ...]
     writable_paths: tuple[str, ...]
-    network: NetworkMode
+    network: SandboxNetwork
     env: dict[str, str]
     timeout_s: float
     max_output_bytes: int
@@ -65,6 +66,19 @@ class SandboxOutcome:
     cpu_time_s: float
     peak_memory_bytes: int
     limit: Limit | None
+    # network = "proxy": what the run's egress proxy session reported when the run ended.
+    network: NetworkReport | None = None
+
+
+class NetworkSession(Protocol):
+    """A run's egress proxy (roboz_helper.egress.proxy.EgressSession), for network = "proxy":
+    attached once the run's pid 1 exists, closed once nothing of the run is left."""
+
+    def attach(self, pidfd: int) -> None:
+        """Serve the listener pid 1 (``pidfd``) made; OSError if it cannot be taken."""
+        ...
+
+    async def close(self) -> NetworkReport: ...
 
 
 # ------------------------------------------------------------------------------ plans ------
@@ -124,7 +138,7 @@ class ChildPlan(msgspec.Struct, frozen=True):
     rootless: bool
     uid: int
     gid: int
-    network: NetworkMode
+    network: SandboxNetwork
     mounts: MountPlan
     rlimits: tuple[tuple[int, int, int], ...]  # (resource, soft, hard)
     exec_path: str

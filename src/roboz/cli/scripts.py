@@ -50,6 +50,16 @@ app = App(
     "126 refused, 69 helper unreachable or stopped mid-run, 75 helper busy, 76 protocol error.",
 )
 
+AllowOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow",
+        help="Ask for only this entry of the profile's network allowlist ('pypi.org:443'); "
+        "repeat for more. The helper refuses a run that asks for more than its profile allows.",
+        metavar="HOST[:PORT]",
+    ),
+]
+
 SocketOption = Annotated[
     str,
     typer.Option(
@@ -72,6 +82,9 @@ def _stream(stream: str, data: bytes) -> None:
 
 
 def _finish(result: ShellScriptResult) -> NoReturn:
+    if result.network is not None:  # what the helper's egress proxy refused the run
+        for line in result.network.summary():
+            typer.echo(f"roboz: {line}", err=True)
     code = EXIT_CODES.get(result.status)
     if code is not None:
         limit = f" ({result.limit} limit)" if result.limit else ""
@@ -91,12 +104,12 @@ def _finish(result: ShellScriptResult) -> NoReturn:
     raise typer.Exit(status)
 
 
-def _client(socket: str) -> SafeScriptsClient:
+def _client(socket: str, network_allow: list[str] | None = None) -> SafeScriptsClient:
     # The client module only (not the package's asyncio client, nor the agent's tool): a
     # helper run from the terminal should not pay for them before it connects.
     from roboz.shed.safe_scripts.client import SafeScriptsClient
 
-    return SafeScriptsClient(socket)
+    return SafeScriptsClient(socket, network_allow=network_allow or None)
 
 
 def _client_call(action: str, call: Callable[[], T]) -> T:
@@ -180,10 +193,15 @@ def check(socket: SocketOption = DEFAULT_SOCKET) -> None:
         f"helper {greeting.helper_version} (protocol {greeting.protocol_version}) at {socket}: "
         f"profile {greeting.profile!r} for uid {greeting.uid}"
     )
+    network = (
+        limits.network
+        if isinstance(limits.network, str)
+        else f"through the helper's proxy to {', '.join(limits.network.allow)}"
+    )
     typer.echo(
         f"limits: timeout {limits.timeout_s:g}s, output {limits.max_output_bytes} bytes, "
         f"pids {limits.pids_max}, memory {limits.memory_max_bytes} bytes, "
-        f"network {limits.network}, {limits.max_runs} concurrent run(s)"
+        f"network {network}, {limits.max_runs} concurrent run(s)"
     )
 
 
@@ -223,9 +241,10 @@ def run(
         typer.Argument(help="Arguments for the script (all that follows it).", metavar="ARGS"),
     ] = None,
     socket: SocketOption = DEFAULT_SOCKET,
+    allow: AllowOption = None,
 ) -> None:
     """Run a script in a fresh sandbox, streaming its output."""
-    client = _client(socket)
+    client = _client(socket, allow)
     own = _own_args(args)
     result = _client_call("run", lambda: client.run_script(script, own, on_output=_stream))
     _finish(result)
@@ -241,9 +260,10 @@ def exec_command(
         ),
     ],
     socket: SocketOption = DEFAULT_SOCKET,
+    allow: AllowOption = None,
 ) -> None:
     """Run an allowlisted command in a fresh sandbox, streaming its output."""
-    client = _client(socket)
+    client = _client(socket, allow)
     command = _own_args(argv)
     result = _client_call("exec", lambda: client.exec_command(command, on_output=_stream))
     _finish(result)

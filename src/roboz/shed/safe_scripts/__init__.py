@@ -16,6 +16,7 @@ from roboz.shed.safe_scripts.client import (
     ScriptInfo,
     ShellScriptResult,
 )
+from roboz.shed.safe_scripts.network import NetworkRefusal, RunNetwork
 
 __all__ = [
     "AsyncSafeScriptsClient",
@@ -26,8 +27,10 @@ __all__ = [
     "HelperProtocolError",
     "HelperTimeout",
     "HelperUnavailable",
+    "NetworkRefusal",
     "OutputChunk",
     "ProtocolMismatch",
+    "RunNetwork",
     "SafeScriptsClient",
     "SafeScriptsError",
     "ScriptInfo",

@@ -214,11 +214,11 @@ class AsyncSafeScriptsClient(ClientBase[_AsyncConnection]):
 
     def stream_script(self, path: str, args: Sequence[str] = ()) -> ScriptStream:
         """Run ``path`` with ``args``, yielding its output as it arrives."""
-        return self._stream(script_request(path, args, self.file_policy))
+        return self._stream(script_request(path, args, self.file_policy, self.network_allow))
 
     def stream_command(self, argv: Sequence[str]) -> ScriptStream:
         """Run an allowlisted executable (argv[0] its absolute path), yielding its output."""
-        return self._stream(command_request(argv, self.file_policy))
+        return self._stream(command_request(argv, self.file_policy, self.network_allow))
 
     def _stream(self, request: RunScript | ExecCommand) -> ScriptStream:
         outcome: _Outcome[ShellScriptResult] = _Outcome()

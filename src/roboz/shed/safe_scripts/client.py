@@ -137,14 +137,14 @@ class SafeScriptsClient(ClientBase[_Connection]):
         on_output: OutputCallback | None = None,
     ) -> ShellScriptResult:
         """Run `path` (relative to the profile's scripts directory) with `args`."""
-        request = script_request(path, args, self.file_policy)
+        request = script_request(path, args, self.file_policy, self.network_allow)
         return self._call(run_call(self.settings, request), on_output)
 
     def exec_command(
         self, argv: Sequence[str], on_output: OutputCallback | None = None
     ) -> ShellScriptResult:
         """Run an allowlisted executable; argv[0] must be its absolute path."""
-        request = command_request(argv, self.file_policy)
+        request = command_request(argv, self.file_policy, self.network_allow)
         return self._call(run_call(self.settings, request), on_output)
 
     def _connect(self) -> _Connection:

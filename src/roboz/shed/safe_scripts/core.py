@@ -46,6 +46,7 @@ from roboz_helper.protocol import (
 )
 
 from roboz.runtime.tracecontext import current_trace_id
+from roboz.shed.safe_scripts.network import RunNetwork
 from roboz.shed.safe_scripts.results import (
     ClientRefused,
     ConnectionLost,
@@ -143,7 +144,7 @@ def run_call(
                 pass
     yield Connect()
     try:
-        greeting = _greeting(_frame((yield ReadFrame())), request.file_policy is not None)
+        greeting = _greeting(_frame((yield ReadFrame())), request)
     except (ClientRefused, HelperBusy) as exc:
         # A run the helper would not start is a result (refused or busy), not an error.
         return _empty_result("refused" if isinstance(exc, ClientRefused) else "busy", str(exc))
@@ -189,22 +190,39 @@ def _exchange(
         peak_memory_bytes=frame.peak_memory_bytes,
         limit=frame.limit,
         output_truncated=out.truncated or err.truncated,
+        network=RunNetwork.from_report(frame.network) if frame.network is not None else None,
     )
 
 
 def script_request(
-    path: str, args: Sequence[str], file_policy: FilePolicy | None = None
+    path: str,
+    args: Sequence[str],
+    file_policy: FilePolicy | None = None,
+    network_allow: tuple[str, ...] | None = None,
 ) -> RunScript:
-    """The request to run ``path``, carrying the trace id in force (if any) to the helper's log
-    and the file policy that narrows the run."""
+    """The request to run ``path``, carrying the trace id in force (if any) to the helper's log,
+    the file policy that narrows the run and the hosts it asks for (of its allowlist)."""
     return RunScript(
-        path=path, args=list(args), trace_id=current_trace_id(), file_policy=file_policy
+        path=path,
+        args=list(args),
+        trace_id=current_trace_id(),
+        file_policy=file_policy,
+        network_allow=network_allow,
     )
 
 
-def command_request(argv: Sequence[str], file_policy: FilePolicy | None = None) -> ExecCommand:
+def command_request(
+    argv: Sequence[str],
+    file_policy: FilePolicy | None = None,
+    network_allow: tuple[str, ...] | None = None,
+) -> ExecCommand:
     """The request to run ``argv``, carrying the trace id in force (if any)."""
-    return ExecCommand(argv=list(argv), trace_id=current_trace_id(), file_policy=file_policy)
+    return ExecCommand(
+        argv=list(argv),
+        trace_id=current_trace_id(),
+        file_policy=file_policy,
+        network_allow=network_allow,
+    )
 
 
 def _frame(answer: protocol.Response | bool | None) -> protocol.Response:
@@ -227,10 +245,10 @@ def decode_frame(body: bytes) -> protocol.Response:
         raise ProtocolMismatch(f"undecodable frame from the helper: {exc}") from None
 
 
-def _greeting(frame: protocol.Response, restricting: bool = False) -> Greeting:
-    """The helper's first frame: a greeting in a protocol version we speak, or why not. With
-    ``restricting`` (the run carries a file policy) the helper must be able to apply it:
-    one that cannot would run the script unrestricted, so the run does not happen."""
+def _greeting(frame: protocol.Response, request: RunScript | ExecCommand | None = None) -> Greeting:
+    """The helper's first frame: a greeting in a protocol version we speak, or why not. A run
+    that narrows itself (a file policy, a subset of the network allowlist) needs a helper
+    that can apply that: one that cannot would run it wider, so the run does not happen."""
     if isinstance(frame, RunCompletion):
         _raise_for_handshake(frame)
     if not isinstance(frame, Greeting):
@@ -241,10 +259,17 @@ def _greeting(frame: protocol.Response, restricting: bool = False) -> Greeting:
             f"helper speaks protocol {version}, this client speaks "
             f"{protocol.MIN_PROTOCOL_VERSION}..{protocol.PROTOCOL_VERSION}"
         )
-    if restricting and version < protocol.FILE_POLICY_VERSION:
+    if request is None:
+        return frame
+    if request.file_policy is not None and version < protocol.FILE_POLICY_VERSION:
         raise ProtocolMismatch(
             f"helper speaks protocol {version}, which cannot narrow a run by a file policy "
             f"(needs {protocol.FILE_POLICY_VERSION}); not running it unrestricted"
+        )
+    if request.network_allow is not None and version < protocol.NETWORK_ALLOW_VERSION:
+        raise ProtocolMismatch(
+            f"helper speaks protocol {version}, which cannot narrow a run's network "
+            f"(needs {protocol.NETWORK_ALLOW_VERSION}); not running it with more hosts"
         )
     return frame
 

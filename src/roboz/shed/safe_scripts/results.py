@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from roboz.shed.safe_scripts.network import RunNetwork
+
 
 class SafeScriptsError(Exception):
     """Base class of every SafeScripts client error."""
@@ -57,6 +59,9 @@ class ShellScriptResult:
     limit: str | None
     # True when more output arrived than the client keeps (max_capture_bytes per stream).
     output_truncated: bool = False
+    # A run whose helper profile has a network allowlist: its traffic through the helper's
+    # proxy and every attempt the proxy refused ("network: host:port is not allowed ...").
+    network: RunNetwork | None = None
 
     @property
     def ok(self) -> bool:

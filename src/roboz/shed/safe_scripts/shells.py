@@ -8,7 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, Self, TypeVar
 
@@ -38,6 +38,9 @@ class ClientSettings:
     reuse_connections: bool = True
     # Every run of the client is narrowed by it (the agent's guarded-files policy).
     file_policy: FilePolicy | None = None
+    # Every run asks for at most these hosts of its profile's network allowlist (entries in
+    # the allowlist's syntax, each within the profile's); None: the profile's whole list.
+    network_allow: tuple[str, ...] | None = None
 
     @classmethod
     def of(
@@ -47,9 +50,22 @@ class ClientSettings:
         max_capture_bytes: int,
         reuse_connections: bool,
         file_policy: PermissionPolicy | FilePolicy | None,
+        network_allow: Sequence[str] | None = None,
     ) -> ClientSettings:
         wire = file_policy.file_policy if isinstance(file_policy, PermissionPolicy) else file_policy
-        return cls(os.fspath(socket_path), timeout, max_capture_bytes, reuse_connections, wire)
+        hosts = _network_allow(network_allow)
+        path = os.fspath(socket_path)
+        return cls(path, timeout, max_capture_bytes, reuse_connections, wire, hosts)
+
+
+def _network_allow(entries: Sequence[str] | None) -> tuple[str, ...] | None:
+    if entries is None:
+        return None
+    if isinstance(entries, str):  # one entry, not a sequence of its characters
+        raise TypeError("network_allow: a sequence of entries (['pypi.org:443']), not a str")
+    if not all(isinstance(e, str) for e in entries):
+        raise TypeError("network_allow: every entry is a str ('host:port')")
+    return tuple(entries)
 
 
 def connect_error(exc: OSError, socket_path: str) -> SafeScriptsError:
@@ -129,9 +145,10 @@ class ClientBase(Generic[C]):
         max_capture_bytes: int = DEFAULT_CAPTURE_BYTES,
         reuse_connections: bool = True,
         file_policy: PermissionPolicy | FilePolicy | None = None,
+        network_allow: Sequence[str] | None = None,
     ) -> None:
         self.settings = ClientSettings.of(
-            socket_path, timeout, max_capture_bytes, reuse_connections, file_policy
+            socket_path, timeout, max_capture_bytes, reuse_connections, file_policy, network_allow
         )
         self.idle: IdleConnections[C] = IdleConnections()
 
@@ -161,6 +178,10 @@ class ClientBase(Generic[C]):
     @property
     def file_policy(self) -> FilePolicy | None:
         return self.settings.file_policy
+
+    @property
+    def network_allow(self) -> tuple[str, ...] | None:
+        return self.settings.network_allow
 
     def close(self) -> None:
         """Close the idle kept connections (a later run connects again)."""

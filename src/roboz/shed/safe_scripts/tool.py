@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from roboz_helper.file_policy import FilePolicy, rules_text
 
 from roboz.agent.drivers import drive
@@ -28,6 +28,7 @@ from roboz.shed.safe_scripts.client import (
     ScriptInfo,
     ShellScriptResult,
 )
+from roboz.shed.safe_scripts.network import RunNetwork
 from roboz.tools import Tool, factory
 
 _TOOL_NAME = "run_shell_script"
@@ -50,6 +51,17 @@ class ShellScriptListing(Str):
     scripts: list[str]
 
 
+class RefusedConnection(BaseModel):
+    """A destination the helper's egress proxy refused during a run (attempts counted)."""
+
+    host: str
+    port: int
+    reason: str  # not-allowed, port, ip-literal, address, sni, byte-limit, ...
+    by_policy: bool  # refused by the allowlist: asking for the host may help
+    attempts: int = 1
+    message: str  # "network: git.evil.example:443 is not allowed by policy 'dev'"
+
+
 class ShellScriptOutcome(Str):
     """One run: ``value`` is the readable report with capped stdout and stderr."""
 
@@ -58,6 +70,8 @@ class ShellScriptOutcome(Str):
     exit_status: int | None = None
     limit: str | None = None
     output_truncated: bool = False
+    # A run with a network allowlist: what its proxy refused.
+    network_refused: list[RefusedConnection] = Field(default_factory=list[RefusedConnection])
 
 
 @dataclass(frozen=True)
@@ -265,6 +279,11 @@ def _outcome(script: str, result: ShellScriptResult, max_chars: int) -> ShellScr
         lines.append(f"diagnostic: {result.diagnostic}")
     if truncated:
         lines.append("output was truncated")
+    refused = _refused(result.network)
+    if result.network is not None and result.network.refused:
+        lines += result.network.summary()
+        if any(r.by_policy for r in refused):
+            lines.append("(a host the run needs can be added to the helper's allowlist)")
     lines += ["stdout:", stdout or "(empty)", "stderr:", stderr or "(empty)"]
     return ShellScriptOutcome(
         value="\n".join(lines),
@@ -273,7 +292,24 @@ def _outcome(script: str, result: ShellScriptResult, max_chars: int) -> ShellScr
         exit_status=result.exit_status,
         limit=result.limit,
         output_truncated=truncated,
+        network_refused=refused,
     )
+
+
+def _refused(network: RunNetwork | None) -> list[RefusedConnection]:
+    if network is None:
+        return []
+    return [
+        RefusedConnection(
+            host=r.host,
+            port=r.port,
+            reason=r.reason,
+            by_policy=r.by_policy,
+            attempts=r.count,
+            message=r.message,
+        )
+        for r in network.refusals
+    ]
 
 
 def _exit(result: ShellScriptResult) -> str:

@@ -1,0 +1,121 @@
+"""Copying a tunnel's bytes both ways once its handshake is done, counting every byte.
+
+Two asyncio protocols, one per socket, each writing what it receives to the other's transport:
+no per-chunk coroutine, no buffer copy beyond the transports' own, and flow control by
+pausing the reading side while the writing side's buffer is full. A half-close (EOF one way)
+is passed on, so protocols that end a request with EOF (``git``'s smart HTTP does not, but
+some raw TCP services do) work; the tunnel ends when both ways have ended or either socket
+fails. ``Meter`` decides per chunk whether it may pass (the run's byte limit).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Protocol
+
+from roboz_helper.egress.allowlist import Destination
+
+
+class Meter(Protocol):
+    def passes(self, dest: Destination, outbound: bool, size: int) -> bool:
+        """Count a chunk of a tunnel to dest; False stops every tunnel of the run (the chunk
+        is not delivered)."""
+        ...
+
+
+class _Half(asyncio.Protocol):
+    def __init__(self, tunnel: Tunnel, outbound: bool) -> None:
+        self.tunnel = tunnel
+        self.outbound = outbound  # receives from the run, writes to the remote host
+        self.transport: asyncio.Transport | None = None
+        self.peer: _Half | None = None
+        self.ended = False  # EOF received
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.pause_reading()  # until both sides exist: Tunnel.start resumes
+
+    def data_received(self, data: bytes) -> None:
+        peer = self.peer
+        if peer is None or peer.transport is None or peer.transport.is_closing():
+            return
+        if self.tunnel.meter.passes(self.tunnel.dest, self.outbound, len(data)):
+            peer.transport.write(data)
+
+    def eof_received(self) -> bool:
+        self.ended = True
+        peer = self.peer
+        if peer is not None and peer.transport is not None and not peer.transport.is_closing():
+            if peer.ended:
+                self.tunnel.close()
+            elif peer.transport.can_write_eof():
+                peer.transport.write_eof()
+        return True  # keep the transport open: the other way may still be sending
+
+    def pause_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        peer = self.peer
+        if peer is not None and peer.transport is not None and not peer.transport.is_closing():
+            peer.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.tunnel.half_lost(abort=exc is not None)
+
+
+class Tunnel:
+    """One run connection joined to one remote connection."""
+
+    def __init__(self, meter: Meter, dest: Destination) -> None:
+        self.meter = meter
+        self.dest = dest
+        self.run_side = _Half(self, outbound=True)
+        self.remote_side = _Half(self, outbound=False)
+        self.run_side.peer, self.remote_side.peer = self.remote_side, self.run_side
+        self._lost = 0
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def start(
+        self, run_sock: socket.socket, remote_sock: socket.socket, first: bytes
+    ) -> None:
+        """Take both sockets over and start copying; ``first`` goes to the remote first (the
+        bytes the run sent with its handshake, already counted by the caller)."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.create_connection(lambda: self.remote_side, sock=remote_sock)
+        except BaseException:
+            run_sock.close()
+            raise
+        await loop.connect_accepted_socket(lambda: self.run_side, sock=run_sock)
+        assert self.remote_side.transport is not None and self.run_side.transport is not None
+        if first:
+            self.remote_side.transport.write(first)
+        self.remote_side.transport.resume_reading()
+        self.run_side.transport.resume_reading()
+
+    def half_lost(self, abort: bool) -> None:
+        self._lost += 1
+        if self._lost == 2:
+            if not self.done.done():
+                self.done.set_result(None)
+            return
+        (self.abort if abort else self.close)()
+
+    def _transports(self) -> list[asyncio.Transport]:
+        return [t for t in (self.run_side.transport, self.remote_side.transport) if t is not None]
+
+    def close(self) -> None:
+        """End gracefully: what is buffered is written first."""
+        for transport in self._transports():
+            transport.close()
+
+    def abort(self) -> None:
+        """End now, buffered data discarded (run ended, byte limit, a reset)."""
+        for transport in self._transports():
+            transport.abort()
