@@ -87,6 +87,20 @@ def _payload(text: str) -> Any:
     return cast("Any", data) if isinstance(data, dict | list) else text
 
 
+def _with_images(payload: Any, message: Message) -> Any:
+    """A tool result's payload with the images the tool returned: the seed's payload is what
+    the tool returned, and a value with images (``StrImage``) returned them beside its
+    fields, so they go there, as ``{"url": ...}`` objects (``detail`` when not ``auto``).
+    The LLM never sees them as text (the conversation's message keeps them apart); an API
+    reader, the web UI and AG-UI do."""
+    if not message.images:
+        return payload
+    images = [image.model_dump(mode="json", exclude_defaults=True) for image in message.images]
+    if isinstance(payload, dict):
+        return {**cast("dict[str, Any]", payload), "images": images}
+    return {"value": payload, "images": images}
+
+
 def action_of(message: Message) -> tuple[str, dict[str, Any] | None] | None:
     if message.role is not Role.ASSISTANT or message.message_kind != "action":
         return None
@@ -163,7 +177,7 @@ def thread_row(
             "tool_name": caller,
             "runtime_ms": runtime_ms,
             "status": "success",
-            "payload": _payload(message.content),
+            "payload": _with_images(_payload(message.content), message),
         }
         pairs.append(_pair("tool_result", result))
     else:

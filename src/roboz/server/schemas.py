@@ -118,6 +118,18 @@ class AgentInfo(BaseModel):
     name: str
     description: str
     mode: str
+    goal_types: list[str] = Field(default_factory=list[str])
+    """The goal types the agent checks (its ``goal_checks``): what a turn's ``goals`` may
+    declare."""
+
+
+class Identity(BaseModel):
+    """Who the caller's token acts as."""
+
+    user_id: str
+    org_id: str
+    admin: bool
+    """An admin of the organization: reads its PRIVATE threads and changes any of them."""
 
 
 class AgentList(BaseModel):
