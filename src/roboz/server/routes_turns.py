@@ -126,6 +126,5 @@ async def cancel_turn(request: Request, thread_id: str, threads: Threads) -> Res
     ):
         state.remote_cancel(thread_id)
         return json_response(CancelResponse(thread_id=thread_id, cancelled=False), 202)
-    raise ApiError(
-        409, "no_turn_running", f"thread {thread_id!r} has no turn running on this server"
-    )
+    where = "queued or running" if durable else "running on this server"
+    raise ApiError(409, "no_turn_running", f"thread {thread_id!r} has no turn {where}")
