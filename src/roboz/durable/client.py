@@ -232,6 +232,7 @@ class DurableClient:
         import psycopg
 
         from roboz.durable.waiting import take
+        from roboz.threads.turn_rows import connection
 
         answered = sorted(results)
         if turn is None:
@@ -240,7 +241,7 @@ class DurableClient:
         found = self.dbos.list_workflows(workflow_ids=[wid], load_input=False, load_output=False)
         if not found:  # checked before enqueueing: a wrong submission leaves nothing behind
             with psycopg.connect(self.url) as conn, conn.transaction():
-                take(conn, self.schema, thread_id, answered)
+                take(connection(conn, self.schema), thread_id, answered)
                 raise psycopg.Rollback()  # only checked: the turn's begin takes the results
         return self._enqueue(wid, agent, "", thread_id, None, None, dict(results))
 
@@ -275,6 +276,8 @@ class DurableClient:
         import psycopg
 
         from roboz.durable.cancel import end_cancelled
+        from roboz.threads.postgres import notify_changed
+        from roboz.threads.turn_rows import connection
 
         before = self._status(workflow_id)
         if before in _FINISHED:
@@ -292,7 +295,8 @@ class DurableClient:
         self.dbos.send(workflow_id, CancelSignal(), ANSWER_TOPIC, f"{workflow_id}:cancel")
         thread_id = workflow_id.split("/", 1)[0]
         with psycopg.connect(self.url) as conn, conn.transaction():
-            end_cancelled(conn, self.schema, thread_id, workflow_id)
+            if end_cancelled(connection(conn, self.schema), thread_id, workflow_id):
+                notify_changed(conn, self.schema, thread_id)  # streams of roboz serve wake
         again = " (it was cancelled before)" if before == "CANCELLED" else ""
         return Cancelled(workflow_id, True, after, f"turn {workflow_id!r} cancelled{again}")
 
@@ -314,13 +318,18 @@ class DurableClient:
         first so none starts in between. Empty when the thread runs no turn."""
         import psycopg
 
-        from roboz.durable.cancel import holder
+        from roboz.threads.turn_rows import connection, holder
 
-        with psycopg.connect(self.url) as conn:
-            held, status = holder(conn, self.schema, thread_id)
+        with psycopg.connect(self.url) as conn, conn.transaction():
+            held = holder(connection(conn, self.schema), thread_id)
         ids = [wid for wid in self.active_turns(thread_id) if wid != held]
-        if held is not None and status is not None and status not in _FINISHED:
-            ids.append(held)
+        if held is not None:
+            try:
+                status: str | None = self._status(held)
+            except DurableError:  # the marker names no turn of this database's
+                status = None
+            if status is not None and status not in _FINISHED:
+                ids.append(held)
         return [self.cancel(wid) for wid in ids]
 
     def _status(self, workflow_id: str) -> str:
