@@ -61,6 +61,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 # most of the suite's time; each prefix is a file or folder below the repository's root.
 SLOW = (
     "tests/durable/",
+    "tests/server/test_durable_serve.py",
     "tests/benchmarks/",
     "tests/mcp/test_benchmark_runs.py",
     "tests/memory/test_readme_example.py::test_readme_scale_out_example",

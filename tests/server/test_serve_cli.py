@@ -135,6 +135,41 @@ def test_serve_tokens_and_threads_commands_end_to_end(
     )
 
 
+def test_revoking_by_the_whole_token_never_prints_its_secret(tmp_path: Path) -> None:
+    store = str(tmp_path / "threads.db")
+    made = roboz(
+        "serve",
+        "tokens",
+        "create",
+        "--user",
+        "bob",
+        "--org",
+        "acme",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
+    token = made.stdout.strip()
+    token_id, secret = token.split("_", 2)[1:]
+    revoked = roboz("serve", "tokens", "revoke", token, "--store", store, cwd=tmp_path)
+    assert revoked.returncode == 0, revoked.stderr
+    assert revoked.stdout.strip() == f"revoked {token_id}"
+    again = roboz("serve", "tokens", "revoke", token, "--store", store, cwd=tmp_path)
+    assert again.returncode == 2 and f"no active token {token_id}" in again.stderr
+    # A mistyped secret (or anything that is neither an id nor a token) is not echoed either.
+    typo = token[:-1] + "!"
+    mistyped = roboz("serve", "tokens", "revoke", typo, "--store", store, cwd=tmp_path)
+    assert mistyped.returncode == 2 and "16 hex digits" in mistyped.stderr
+    for done in (revoked, again, mistyped):
+        assert secret not in done.stdout + done.stderr
+        assert secret[:-1] not in done.stdout + done.stderr
+    opened = SQLiteThreadStore(Path(store))
+    try:
+        assert opened.verify_api_token(token) is None
+    finally:
+        opened.close()
+
+
 def test_serve_refuses_bad_options_with_usage_errors(tmp_path: Path) -> None:
     assert roboz("serve", "--store", "x.db", cwd=tmp_path).returncode == 2
     for args, words in (

@@ -107,6 +107,19 @@ def _payload_text(text: str) -> str:
     return _dumps(data) if "\\u" in text else text
 
 
+def _payload_with_images(text: str, message: Message) -> str:
+    """A tool result's stored payload with the images the tool returned. The seed's payload is
+    what the tool returned, and a value with images (``StrImage``) returned them beside its
+    fields, so they go there, as ``{"url": ...}`` objects (``detail`` when not ``auto``). The
+    LLM never sees them as text (the conversation's message keeps them apart); an API reader,
+    the web UI and AG-UI do."""
+    data = json.loads(_payload_text(text))
+    images = [image.model_dump(mode="json", exclude_defaults=True) for image in message.images]
+    if isinstance(data, dict):
+        return _dumps({**cast("dict[str, Any]", data), "images": images})
+    return _dumps({"value": data, "images": images})
+
+
 def extras_of(message: Message) -> str:
     """The RoboZ message as its row's ``extras``: fields left at their defaults are left out
     (reading fills them in again), which keeps the row, and the pages a commit writes, small."""
@@ -188,7 +201,7 @@ def thread_row(
             + ', "runtime_ms": '
             + str(int(runtime_ms))
             + ', "status": "success", "payload": '
-            + _payload_text(content)
+            + (_payload_with_images(content, message) if message.images else _payload_text(content))
         )
         pairs.append(_pair("tool_result", result))
     else:

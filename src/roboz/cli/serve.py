@@ -36,6 +36,12 @@ URL_HELP = (
     "migrate); any number of servers may share it."
 )
 SCHEMA_HELP = "The PostgreSQL schema of the thread store."
+DURABLE_HELP = (
+    "Run no turn here: queue each turn for the roboz worker processes of --queue over --url "
+    "(its database, with DBOS's tables: roboz threads migrate), which run them durably. "
+    "--app may then name the workers' DurableRuns (its agents, queue, version and URL)."
+)
+QUEUE_HELP = "With --durable: the workers' queue (default: the DurableRuns', else roboz)."
 GRACE_HELP = "Seconds running turns get to finish at shutdown before they are cancelled."
 
 
@@ -130,6 +136,8 @@ def serve(
     log_level: Annotated[
         str, typer.Option("--log-level", help="debug, info, warning or error.", metavar="LEVEL")
     ] = "info",
+    durable: Annotated[bool, typer.Option("--durable", help=DURABLE_HELP)] = False,
+    queue: Annotated[str | None, typer.Option("--queue", help=QUEUE_HELP, metavar="NAME")] = None,
 ) -> None:
     """Serve the thread API of --app's agents until SIGTERM or SIGINT (running turns get
     --grace seconds, then are cancelled and recorded). The OpenAPI schema is at
@@ -142,22 +150,44 @@ def serve(
         raise CliUsageError(f"--log-level must be debug, info, warning or error, not {log_level!r}")
     server_app, server_serve = _server_imports()
     agents = load_agents(app_spec)
+    runs = agents if _is_durable_runs(agents) else None
+    if runs is not None:
+        if not durable:
+            raise CliUsageError(
+                f"--app {app_spec} is a DurableRuns: serve it with --durable (its turns run on "
+                "roboz worker), or name its agents instead"
+            )
+        agents = runs.agents
+        url = url or runs.url
     try:
         server_app.agents_by_name(agents)
     except (TypeError, ValueError) as error:
         raise CliUsageError(f"--app {app_spec}: {error}") from error
+    if durable and (store is not None or url is None):
+        raise CliUsageError("--durable needs --url, the PostgreSQL database of the workers")
+    if queue is not None and not durable:
+        raise CliUsageError("--queue is for --durable")
     opened = open_store(store, url, schema)
+    client = None
     try:
+        if durable:
+            assert url is not None
+            client = _durable_client(url, queue, runs, schema)
         application = server_app.create_app(
             agents,
             opened,
             keepalive_s=keepalive,
             max_body_bytes=max_body,
             shutdown_grace_s=grace,
+            durable=client,
         )
-    except (TypeError, ValueError) as error:
+    except BaseException as error:
+        if client is not None:
+            client.close()
         opened.close()
-        raise CliUsageError(f"--app {app_spec}: {error}") from error
+        if isinstance(error, TypeError | ValueError):
+            raise CliUsageError(f"--app {app_spec}: {error}") from error
+        raise
     try:
         sock = server_serve.bind(host, port)
     except OSError as error:
@@ -167,6 +197,29 @@ def serve(
         server_serve.run(application, sock, grace_s=grace, log_level=log_level.lower())
     finally:
         opened.close()
+
+
+def _is_durable_runs(target: Any) -> bool:
+    return all(hasattr(target, name) for name in ("agents", "queue", "url", "launch"))
+
+
+def _durable_client(url: str, queue: str | None, runs: Any, schema: str) -> Any:
+    """The DurableClient of the workers' queue; one line saying what is wrong otherwise."""
+    try:
+        from roboz.durable import DurableClient, DurableError
+    except ImportError as error:
+        raise CliError(f"{error}; install roboz[durable]") from error
+    if runs is not None and queue is not None and queue != runs.queue:
+        raise CliUsageError(f"--queue is {queue!r} but the DurableRuns serve {runs.queue!r}")
+    try:
+        return DurableClient(
+            url,
+            queue=queue or (runs.queue if runs is not None else "roboz"),
+            application_version=None if runs is None else runs.application_version,
+            schema=schema,
+        )
+    except DurableError as error:
+        raise CliUsageError(str(error)) from error
 
 
 @tokens_app.command("create")
@@ -221,12 +274,20 @@ def revoke_token(
     url: UrlOption = None,
     schema: SchemaOption = "roboz",
 ) -> None:
-    """Revoke a token: every server over the store refuses it from its next request."""
+    """Revoke a token: every server over the store refuses it from its next request. Only
+    its id is ever printed, even when the whole token was given."""
+    from roboz.threads import api_token_id
+
+    found = api_token_id(token_id.strip())
+    if found is None:  # not echoed: it may be a mistyped secret
+        raise CliUsageError(
+            "not a token id (16 hex digits, as roboz serve tokens list shows) nor a token"
+        )
     opened = open_store(store, url, schema)
     try:
-        revoked = opened.revoke_api_token(token_id)
+        revoked = opened.revoke_api_token(found)
     finally:
         opened.close()
     if not revoked:
-        raise CliUsageError(f"no active token {token_id!r}")
-    typer.echo(f"revoked {token_id}")
+        raise CliUsageError(f"no active token {found}")
+    typer.echo(f"revoked {found}")

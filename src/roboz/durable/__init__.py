@@ -29,14 +29,17 @@ What durability means here, part by part:
   the one before ``ask_user``) are DBOS datasource transactions, the rows and the step's
   record committed together; the batch a tool step writes as it begins is part of that step
   (``step_writes``). The conversation a turn works on is the one recorded by its first step,
-  never the thread re-read on resume.
+  never the thread re-read on resume. Each write also NOTIFYs the thread store's channel
+  inside its transaction, so ``roboz serve`` streams see a durable turn as it goes.
 - ``ask_user`` waits durably (DBOS ``set_event``/``recv``): ``RunHandle.question()`` and
   ``RunHandle.answer(text)`` (``workflow``).
 - ``RunHandle.cancel()`` stops a turn at its next step and ends its thread as a cancelled
-  run (``cancel``); ``enqueue(..., goals=...)`` gives a turn goals, and its task list and
-  goals are written with its messages (``workflow.DurableTurn``); ``client_tools=`` end a
-  turn waiting for the client, and ``DurableClient.submit_tool_results`` continues it as a
-  new turn (``waiting``).
+  run (``cancel``); ``DurableClient.cancel_thread`` cancels whatever turn a thread runs
+  (the one its marker names, and any queued). ``enqueue(..., goals=...)`` gives a turn
+  goals, and its task list and goals are written with its messages
+  (``workflow.DurableTurn``); ``scope=`` and ``viewing_context=`` reach it as in
+  ``Agent.invoke``; ``client_tools=`` end a turn waiting for the client, and
+  ``DurableClient.submit_tool_results`` continues it as a new turn (``waiting``).
 - The queue is partitioned by thread with one turn per thread at a time; ``worker_concurrency``
   and ``concurrency`` bound turns per worker and overall (``runs``).
 - A database that is unreachable, lacks the schema, or has a newer one is refused in one

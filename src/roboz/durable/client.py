@@ -35,7 +35,7 @@ from roboz.durable.workflow import (
     Question,
     TurnResult,
 )
-from roboz.threads import AgentGoal, ClientToolSpec
+from roboz.threads import AgentGoal, AnalysisScope, ClientToolSpec, ClientViewingContext
 
 _THREAD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 _TURN = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -169,6 +169,8 @@ class DurableClient:
         turn: int | str | None = None,
         goals: Sequence[AgentGoal | Mapping[str, Any]] = (),
         client_tools: Sequence[ClientToolSpec | Mapping[str, Any]] = (),
+        scope: AnalysisScope | Mapping[str, Any] | None = None,
+        viewing_context: ClientViewingContext | Mapping[str, Any] | None = None,
     ) -> RunHandle:
         """Queue ``agent``'s turn on ``thread_id`` with the user's message ``input``.
 
@@ -176,7 +178,10 @@ class DurableClient:
         checks them with its ``goal_checks`` (a goal type it has no check for fails the turn
         before it touches the thread). ``client_tools`` are offered to the LLM and run by the
         caller: a turn that calls one ends waiting for its result (``TurnResult.pending``);
-        continue it with :meth:`submit_tool_results`."""
+        continue it with :meth:`submit_tool_results`. ``scope`` and ``viewing_context`` are
+        as for ``Agent.invoke``: the scope reaches tools (``current_scope()``, merged over
+        the agent's), the viewing context is recorded on the user's message; a turn that
+        waits for client tool results keeps both for its continuation."""
         from roboz.agent.client_tools import client_tools as offer
         from roboz.agent.goals import as_goal
 
@@ -188,9 +193,26 @@ class DurableClient:
             for s in client_tools
         ]
         offer(specs)  # a schema the worker could not enforce is refused here, not there
+        # As JSON, checked here rather than on the worker.
+        scoped: dict[str, Any] | None = None
+        viewing: dict[str, Any] | None = None
+        if scope is not None:
+            scoped = AnalysisScope.model_validate(scope).model_dump(mode="json")
+        if viewing_context is not None:
+            viewing = ClientViewingContext.model_validate(viewing_context).model_dump(mode="json")
         if turn is None:
             turn = self._next_turn(thread_id)
-        return self._enqueue(workflow_id(thread_id, turn), agent, input, thread_id, asked, specs)
+        return self._enqueue(
+            workflow_id(thread_id, turn),
+            agent,
+            input,
+            thread_id,
+            asked,
+            specs,
+            None,  # results: none, this is a user's turn
+            scoped,
+            viewing,
+        )
 
     def submit_tool_results(
         self,
@@ -254,6 +276,7 @@ class DurableClient:
         import psycopg
 
         from roboz.durable.cancel import end_cancelled
+        from roboz.threads.postgres import notify_changed
         from roboz.threads.turn_rows import connection
 
         before = self._status(workflow_id)
@@ -272,9 +295,42 @@ class DurableClient:
         self.dbos.send(workflow_id, CancelSignal(), ANSWER_TOPIC, f"{workflow_id}:cancel")
         thread_id = workflow_id.split("/", 1)[0]
         with psycopg.connect(self.url) as conn, conn.transaction():
-            end_cancelled(connection(conn, self.schema), thread_id, workflow_id)
+            if end_cancelled(connection(conn, self.schema), thread_id, workflow_id):
+                notify_changed(conn, self.schema, thread_id)  # streams of roboz serve wake
         again = " (it was cancelled before)" if before == "CANCELLED" else ""
         return Cancelled(workflow_id, True, after, f"turn {workflow_id!r} cancelled{again}")
+
+    def active_turns(self, thread_id: str) -> list[str]:
+        """The workflow ids of ``thread_id``'s turns that are queued or running."""
+        prefix = workflow_id(thread_id, 0)[:-1]
+        found = self.dbos.list_workflows(
+            workflow_id_prefix=prefix,
+            status=["ENQUEUED", "PENDING"],
+            load_input=False,
+            load_output=False,
+        )
+        return sorted(w.workflow_id for w in found)
+
+    def cancel_thread(self, thread_id: str) -> list[Cancelled]:
+        """Cancel whatever turn of ``thread_id`` runs or waits to run: the one the thread's
+        durable turn marker names (the turn holding the thread, also one cancelled before
+        whose canceller died before ending the thread) and the thread's queued turns, those
+        first so none starts in between. Empty when the thread runs no turn."""
+        import psycopg
+
+        from roboz.threads.turn_rows import connection, holder
+
+        with psycopg.connect(self.url) as conn, conn.transaction():
+            held = holder(connection(conn, self.schema), thread_id)
+        ids = [wid for wid in self.active_turns(thread_id) if wid != held]
+        if held is not None:
+            try:
+                status: str | None = self._status(held)
+            except DurableError:  # the marker names no turn of this database's
+                status = None
+            if status is not None and status not in _FINISHED:
+                ids.append(held)
+        return [self.cancel(wid) for wid in ids]
 
     def _status(self, workflow_id: str) -> str:
         found = self.dbos.list_workflows(

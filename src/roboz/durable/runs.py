@@ -31,6 +31,7 @@ from roboz.durable.errors import DurableError
 from roboz.durable.step_writes import StepWrites, in_step
 from roboz.durable.workflow import Host, Snapshot, Started, set_host
 from roboz.models import Message
+from roboz.threads import ClientViewingContext
 from roboz.threads.record import AgentThreadStatus
 
 P = ParamSpec("P")
@@ -171,6 +172,7 @@ class DurableRuns:
         from roboz.agent.rows import restore, thread_row
         from roboz.durable import cancel, waiting
         from roboz.threads import turn_rows
+        from roboz.threads.postgres import notify_changed
 
         datasource = self._datasource
         step_writes = self._step_writes
@@ -191,6 +193,7 @@ class DurableRuns:
             initial: list[Message],
             user: Message | None,
             answered: list[str] | None,
+            viewing: dict[str, Any] | None,
             ran: Callable[[], None],
         ) -> Started:
             ran()
@@ -205,16 +208,19 @@ class DurableRuns:
             history, seqs = restore(rows)
             new = [] if user is None else [*([] if rows else initial), user]
             previous = (seqs[-1], history[-1]) if history else None
+            shown = None if viewing is None else ClientViewingContext.model_validate(viewing)
             written: list[Row] = []
             for offset, message in enumerate(new):
                 seq = first + offset
-                row = thread_row(message, seq, previous, 0)
+                users = user is not None and offset == len(new) - 1  # the user's message
+                row = thread_row(message, seq, previous, 0, shown if users else None)
                 written.append((seq, row.role.value, row.content, row.extras))
                 previous = (seq, message)
             turn_rows.write_rows(conn, thread_id, written)
             tasks, goals = conn.execute(
                 "SELECT tasks, goals FROM threads WHERE thread_id = ?", (thread_id,)
             ).fetchone()
+            notify_changed(raw, schema, thread_id)
             return Started(rows, new, first, tasks or "[]", goals or "[]", context)
 
         def write_tx(
@@ -238,6 +244,7 @@ class DurableRuns:
                 turn_rows.set_run_context(conn, thread_id, json.loads(context))
             if status is not None:
                 turn_rows.end_turn(conn, thread_id, status)
+            notify_changed(raw, schema, thread_id)
             return count
 
         def recorded(name: str, body: Callable[Concatenate[Any, P], T]) -> Callable[P, T]:

@@ -37,7 +37,7 @@ from roboz.agent.client_tools import client_tools as offer_client_tools
 from roboz.agent.drivers import drive
 from roboz.agent.errors import AgentRunError
 from roboz.agent.goals import as_goal
-from roboz.agent.request import RunRequest, record_results
+from roboz.agent.request import RunRequest, merged_scope, record_results
 from roboz.agent.run import run_graph
 from roboz.agent.tasks import TASK_TOOLS
 from roboz.agent.turn import Turn
@@ -49,7 +49,7 @@ from roboz.durable.keys import in_step
 from roboz.models import Message, Role, Stop, Str, StrImage
 from roboz.runtime.events import EventPipe
 from roboz.runtime.io import use_user_io
-from roboz.threads import AgentTask, AgentThreadGoalRecord
+from roboz.threads import AgentTask, AgentThreadGoalRecord, AnalysisScope, ClientViewingContext
 from roboz.threads._rows import dump_list
 from roboz.threads._runs import StoredRunMessage
 from roboz.threads.record import AgentThreadStatus
@@ -128,7 +128,16 @@ class Host:
     ask_timeout_s: float
     progress: bool
     begin: Callable[
-        [str, str, str, list[Message], Message | None, list[str] | None, Callable[[], None]],
+        [
+            str,
+            str,
+            str,
+            list[Message],
+            Message | None,
+            list[str] | None,
+            dict[str, Any] | None,
+            Callable[[], None],
+        ],
         Started,
     ]
     write: Callable[
@@ -237,9 +246,15 @@ def run_turn(
     goals: list[dict[str, Any]] | None = None,
     client_tools: list[dict[str, Any]] | None = None,
     results: dict[str, Any] | None = None,
+    scope: dict[str, Any] | None = None,
+    viewing_context: dict[str, Any] | None = None,
 ) -> TurnResult:
     """One turn: the user's ``text``, or (``results`` given) the continuation of a turn that
-    waits for client tool results, with those results."""
+    waits for client tool results, with those results (and the scope and viewing context
+    the waiting turn was given). ``scope`` and ``viewing_context`` are the seed's
+    AnalysisScope and ClientViewingContext as JSON: the scope reaches tools as in an
+    in-process run (``current_scope()``, merged over the agent's own), the viewing context
+    the system prompt and a client-context block on the user's message."""
     from roboz.agent.rows import restore
 
     host = _current_host()
@@ -256,7 +271,14 @@ def run_turn(
             f"agent {agent.name!r} has no check for goal type(s) {', '.join(unknown)} "
             f"(known: {sorted(agent.goal_checks)})"
         )
-    request = RunRequest(goals=tuple(asked), client_tools=tuple(client_tools or ()))
+    request = RunRequest(
+        scope=None if scope is None else AnalysisScope.model_validate(scope),
+        viewing_context=None
+        if viewing_context is None
+        else ClientViewingContext.model_validate(viewing_context),
+        goals=tuple(asked),
+        client_tools=tuple(client_tools or ()),
+    )
     # A spec it cannot enforce, or one clashing with the agent's tools: refused here.
     run_graph(agent.run_spec(), offer_client_tools(request.client_tools))
     workflow_id = DBOS.workflow_id or ""
@@ -264,20 +286,23 @@ def run_turn(
     user = None if results is not None else Message(role=Role.USER, content=text)
     answered = None if results is None else sorted(results)
     initial = list(agent.initial_messages)
-    started = host.begin(workflow_id, thread_id, agent.name, initial, user, answered, gate.open)
+    started = host.begin(
+        workflow_id, thread_id, agent.name, initial, user, answered, viewing_context, gate.open
+    )
     history, seqs = restore(started.rows)
     new = started.new
     seqs += range(started.first_seq, started.first_seq + len(new))
+    if results is not None:  # the client tools, scope and viewing context the turn was given
+        request = RunRequest.from_context(json.loads(started.context))
     turn = DurableTurn(
-        scope=agent.scope,
+        scope=merged_scope(agent.scope, request.scope),
+        viewing_context=request.viewing_context,
         thread_id=thread_id,
         tasks=_TASKS.validate_json(started.tasks),
         goals=_GOALS.validate_json(started.goals),
     )
     writer = _writer(host, workflow_id, thread_id, gate, turn)
     transcript = DurableTranscript([*history, *new], seqs, writer, thread_id)
-    if results is not None:  # the client tools the waiting turn offered
-        request = RunRequest.from_context(json.loads(started.context))
     offered = offer_client_tools(request.client_tools)
     resume = None
     if results is not None:

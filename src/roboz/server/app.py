@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -28,8 +28,11 @@ from roboz.server.fast import ThreadApp, access_log, log_access
 from roboz.server.frontends import mount_frontends
 from roboz.server.hub import ThreadHub
 from roboz.server.state import ServerState
-from roboz.server.turns import TurnManager
+from roboz.server.turns import TurnManager, Turns
 from roboz.threads import AccessStore
+
+if TYPE_CHECKING:
+    from roboz.durable import DurableClient
 
 DEFAULT_MAX_BODY = 1024 * 1024
 _DRAIN_LIMIT = 64 * 1024 * 1024
@@ -68,6 +71,7 @@ def create_app(
     shutdown_grace_s: float = 30.0,
     postgres_feed: bool | None = None,
     log_requests: bool = True,
+    durable: DurableClient | None = None,
 ) -> FastAPI:
     """The thread API serving ``agents`` (the first is the default for new threads) over
     ``store`` (a SQLiteThreadStore or PostgresThreadStore).
@@ -76,17 +80,23 @@ def create_app(
     writes and cancels of other servers on the same database, so any number of them share
     the store. At shutdown running turns get ``shutdown_grace_s`` seconds to finish before
     they are cancelled (and their cancellation recorded).
+
+    With ``durable`` (a :class:`~roboz.durable.DurableClient` of the store's database and
+    schema) turns are not run here: they are queued for the ``roboz worker`` processes of
+    the client's queue, whose agents must have the names of ``agents`` (``durable_turns``).
     """
     if store.read_only:
         raise ValueError("the server's store must be writable: turns write their threads")
+    served = agents_by_name(agents)
     hub = ThreadHub(store.delta_since, keepalive_s)
-    state = ServerState(
-        store=store,
-        hub=hub,
-        turns=TurnManager(store, hub.changed),
-        agents=agents_by_name(agents),
-        keepalive_s=keepalive_s,
-    )
+    if durable is not None:
+        from roboz.server.durable_turns import DurableTurns, check_same_database
+
+        check_same_database(store, durable, postgres_feed)
+        turns: Turns = DurableTurns(durable, hub.changed)
+    else:
+        turns = TurnManager(store, hub.changed)
+    state = ServerState(store=store, hub=hub, turns=turns, agents=served, keepalive_s=keepalive_s)
     feed: Any = None
     if postgres_feed is not False and hasattr(store, "schema") and hasattr(store, "url"):
         from roboz.server.pg_feed import PostgresFeed

@@ -29,6 +29,7 @@ from roboz.threads import (
     AgentThreadRecord,
     AgentThreadStatus,
     AnalysisScope,
+    Caller,
     ClientToolSpec,
     ClientViewingContext,
     ThreadPage,
@@ -64,6 +65,8 @@ class TurnStarted:
     thread_id: str
     status: AgentThreadStatus
     continuation_token: str
+    durable_turn: str | None = None
+    """The turn's workflow id when a ``roboz worker`` runs it (``roboz serve --durable``)."""
 
 
 def is_idle(record: AgentThreadRecord) -> bool:
@@ -105,7 +108,10 @@ def _page(response: httpx.Response) -> ThreadPage:
 def _turn(response: httpx.Response) -> TurnStarted:
     data = response.json()
     return TurnStarted(
-        data["thread_id"], AgentThreadStatus(data["status"]), data["continuation_token"]
+        data["thread_id"],
+        AgentThreadStatus(data["status"]),
+        data["continuation_token"],
+        data.get("durable_turn"),
     )
 
 
@@ -206,6 +212,14 @@ class _Calls:
         return _Call(
             "POST", f"/v1/ai/threads/{thread_id}/cancel", lambda r: bool(r.json()["cancelled"])
         )
+
+    @staticmethod
+    def whoami() -> _Call:
+        def parse(response: httpx.Response) -> Caller:
+            data = response.json()
+            return Caller(data["user_id"], data["org_id"], admin=bool(data["admin"]))
+
+        return _Call("GET", "/v1/ai/me", parse)
 
     @staticmethod
     def delta(thread_id: str, continuation_token: str | None) -> _Call:
@@ -397,6 +411,11 @@ class ThreadClient:
         result: bool = self._do(_Calls.cancel(thread_id))
         return result
 
+    def whoami(self) -> Caller:
+        """Who the token acts as: its user, organization and whether an admin."""
+        result: Caller = self._do(_Calls.whoami())
+        return result
+
     def delta(self, thread_id: str, continuation_token: str | None = None) -> AgentThreadDelta:
         result: AgentThreadDelta = self._do(_Calls.delta(thread_id, continuation_token))
         return result
@@ -552,6 +571,10 @@ class AsyncThreadClient:
 
     async def cancel(self, thread_id: str) -> bool:
         result: bool = await self._do(_Calls.cancel(thread_id))
+        return result
+
+    async def whoami(self) -> Caller:
+        result: Caller = await self._do(_Calls.whoami())
         return result
 
     async def delta(

@@ -3,7 +3,9 @@
 Each server NOTIFYs a channel of the store's schema after it writes a thread (coalesced:
 one notice per thread per wake-up of the publisher) and when it passes on a cancel; each
 LISTENs there and wakes its own streams of that thread, or cancels the turn it runs. A
-server ignores its own notices (it already woke its streams). Notices are a wake-up only:
+server ignores its own notices (it already woke its streams). Durable turns, which
+``roboz worker`` processes run, announce their writes on the same channel from inside each
+write's transaction (``roboz.threads.postgres.notify_changed``). Notices are a wake-up only:
 what a stream sends is always read from the store, so a lost or late notice delays a delta,
 never changes it, and after the listening connection is lost and made again every stream
 re-reads its thread.
@@ -16,23 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import threading
 import uuid
 from typing import Any, cast
 
 from roboz.server.state import ServerState
+from roboz.threads.postgres import change_channel
 
 log = logging.getLogger("roboz.server.feed")
-
-
-def channel_of(schema: str) -> str:
-    """The NOTIFY channel of a store's schema (at most 63 bytes, as PostgreSQL allows)."""
-    name = f"roboz_{schema}"
-    if len(name) <= 63:
-        return name
-    return f"roboz_{hashlib.sha256(schema.encode()).hexdigest()[:40]}"
 
 
 class PostgresFeed:
@@ -41,7 +35,7 @@ class PostgresFeed:
 
     def __init__(self, store: Any, state: ServerState) -> None:
         self.url: str = store.url
-        self.channel = channel_of(store.schema)
+        self.channel = change_channel(store.schema)
         self.state = state
         self.instance = uuid.uuid4().hex[:16]
         self._stop = threading.Event()
@@ -121,7 +115,7 @@ class PostgresFeed:
         while not self._stop.is_set():
             try:
                 with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as conn:
-                    # The channel is made of a checked schema name (see channel_of).
+                    # The channel is made of a checked schema name (see change_channel).
                     conn.execute(cast(Any, f'LISTEN "{self.channel}"'))
                     self._listening.set()
                     if not first:

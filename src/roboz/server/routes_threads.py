@@ -13,6 +13,7 @@ from roboz.server.schemas import (
     AgentList,
     CreateThreadRequest,
     ForkRequest,
+    Identity,
     PinResponse,
     RateRequest,
     RatingResponse,
@@ -45,14 +46,29 @@ def _bad_page(error: ValueError) -> ApiError:
     return ApiError(400, "bad_page_token", str(error))
 
 
-@router.get("/agents", response_model=AgentList, summary="The agents this server runs")
+@router.get(
+    "/agents",
+    response_model=AgentList,
+    summary="The agents this server runs, with the goal types each checks",
+)
 async def list_agents(request: Request, threads: Threads) -> Response:
     state = server_state(request)
     infos = [
-        AgentInfo(name=name, description=agent.description, mode=agent.mode.value)
+        AgentInfo(
+            name=name,
+            description=agent.description,
+            mode=agent.mode.value,
+            goal_types=sorted(agent.goal_checks),
+        )
         for name, agent in state.agents.items()
     ]
     return json_response(AgentList(agents=infos, default=state.default_agent))
+
+
+@router.get("/me", response_model=Identity, summary="Who the caller's token acts as")
+async def whoami(threads: Threads) -> Response:
+    caller = threads.caller
+    return json_response(Identity(user_id=caller.user_id, org_id=caller.org_id, admin=caller.admin))
 
 
 @router.post(

@@ -33,12 +33,13 @@ router = APIRouter(
 Threads = Annotated[CallerThreads, Depends(caller_threads)]
 
 
-def _accepted(threads: CallerThreads, before: AgentThreadRecord) -> Response:
+def _accepted(threads: CallerThreads, before: AgentThreadRecord, turn: str | None) -> Response:
     now = threads.store.thread_metadata(before.thread_id)
     body = TurnAccepted(
         thread_id=before.thread_id,
         status=now.status,
         continuation_token=before.continuation_token,
+        durable_turn=turn,
     )
     return json_response(body, 202)
 
@@ -76,8 +77,8 @@ async def start_turn(
         goals=tuple(body.goals),
         client_tools=tuple(body.client_tools),
     )
-    await state.turns.start(agent, thread_id, text=body.text, request=run_request)
-    return _accepted(threads, record)
+    turn = await state.turns.start(agent, thread_id, text=body.text, request=run_request)
+    return _accepted(threads, record, turn)
 
 
 @router.post(
@@ -100,10 +101,10 @@ async def submit_tool_results(
         )
     agent = state.agent_for(record.created_from_agent_id)
     try:
-        await state.turns.start(agent, thread_id, results=body.results)
+        turn = await state.turns.start(agent, thread_id, results=body.results)
     except ClientToolError as error:
         raise ApiError(400, "invalid_tool_results", str(error)) from None
-    return _accepted(threads, record)
+    return _accepted(threads, record, turn)
 
 
 @router.post(
@@ -115,11 +116,15 @@ async def submit_tool_results(
 async def cancel_turn(request: Request, thread_id: str, threads: Threads) -> Response:
     state = server_state(request)
     record = threads.changeable(thread_id)
-    if state.turns.cancel(thread_id):
+    if await state.turns.cancel_turn(thread_id):
         return json_response(CancelResponse(thread_id=thread_id, cancelled=True), 202)
-    if record.status is AgentThreadStatus.ROBOTO_TURN and state.remote_cancel is not None:
+    durable = state.turns.durable  # a durable cancel reached the turn wherever it runs
+    if (
+        not durable
+        and record.status is AgentThreadStatus.ROBOTO_TURN
+        and state.remote_cancel is not None
+    ):
         state.remote_cancel(thread_id)
         return json_response(CancelResponse(thread_id=thread_id, cancelled=False), 202)
-    raise ApiError(
-        409, "no_turn_running", f"thread {thread_id!r} has no turn running on this server"
-    )
+    where = "queued or running" if durable else "running on this server"
+    raise ApiError(409, "no_turn_running", f"thread {thread_id!r} has no turn {where}")

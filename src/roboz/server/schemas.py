@@ -83,6 +83,9 @@ class TurnAccepted(BaseModel):
     status: AgentThreadStatus
     continuation_token: str
     """A token from before the turn's first write: deltas from it show the whole turn."""
+    durable_turn: str | None = None
+    """The turn's workflow id when a ``roboz worker`` runs it (``roboz serve --durable``):
+    it is queued, and its first write (the user's message) follows as a delta."""
 
 
 class CancelResponse(BaseModel):
@@ -115,6 +118,18 @@ class AgentInfo(BaseModel):
     name: str
     description: str
     mode: str
+    goal_types: list[str] = Field(default_factory=list[str])
+    """The goal types the agent checks (its ``goal_checks``): what a turn's ``goals`` may
+    declare."""
+
+
+class Identity(BaseModel):
+    """Who the caller's token acts as."""
+
+    user_id: str
+    org_id: str
+    admin: bool
+    """An admin of the organization: reads its PRIVATE threads and changes any of them."""
 
 
 class AgentList(BaseModel):

@@ -15,7 +15,7 @@ from roboz.agent import Agent
 from roboz.server.errors import ApiError
 from roboz.server.fast import ThreadCache
 from roboz.server.hub import ThreadHub
-from roboz.server.turns import TurnManager
+from roboz.server.turns import Turns
 from roboz.threads import AccessStore, Caller, CallerThreads
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="roboz"'}
@@ -25,7 +25,7 @@ _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="roboz"'}
 class ServerState:
     store: AccessStore
     hub: ThreadHub
-    turns: TurnManager
+    turns: Turns
     agents: dict[str, Agent]
     keepalive_s: float = 15.0
     remote_cancel: Callable[[str], None] | None = None

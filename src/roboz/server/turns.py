@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from roboz.agent import Agent, AgentCancelledError, AgentRun
 from roboz.agent.request import RunRequest
@@ -27,8 +27,39 @@ from roboz.threads import ThreadBusyError, ThreadStore
 log = logging.getLogger("roboz.server.turns")
 
 
+class Turns(Protocol):
+    """How a server runs turns: in this process (:class:`TurnManager`) or on ``roboz worker``
+    processes (``durable_turns.DurableTurns``)."""
+
+    durable: bool
+    accepting: bool
+
+    @property
+    def count(self) -> int: ...
+
+    def running(self, thread_id: str) -> bool: ...
+
+    async def start(
+        self,
+        agent: Agent,
+        thread_id: str,
+        *,
+        text: str | None = None,
+        request: RunRequest | None = None,
+        results: Mapping[str, Any] | None = None,
+    ) -> str | None: ...
+
+    def cancel(self, thread_id: str) -> bool: ...
+
+    async def cancel_turn(self, thread_id: str) -> bool: ...
+
+    async def drain(self, grace_s: float) -> None: ...
+
+
 class TurnManager:
     """Starts, tracks, cancels and drains the turns of one server process."""
+
+    durable = False
 
     def __init__(self, store: Any, changed: Callable[[str], None]) -> None:
         self._store = cast(ThreadStore, NotifyingStore(store, changed))
@@ -54,7 +85,8 @@ class TurnManager:
         results: Mapping[str, Any] | None = None,
     ) -> None:
         """Begin a turn (a user's ``text``, or client tool ``results``) and return once the
-        run holds the thread; a refusal before that is raised here."""
+        run holds the thread; a refusal before that is raised here. (No turn id: the turn
+        is the run this process holds.)"""
         if not self.accepting:
             raise ApiError(503, "shutting_down", "the server is shutting down; retry elsewhere")
         if thread_id in self._runs:
@@ -112,6 +144,9 @@ class TurnManager:
             return False
         run.cancel()
         return True
+
+    async def cancel_turn(self, thread_id: str) -> bool:
+        return self.cancel(thread_id)
 
     async def drain(self, grace_s: float) -> None:
         """Stop taking turns; let running ones finish for ``grace_s`` seconds, then cancel

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from roboz.threads._access import ThreadPage
 from roboz.threads._ledger import MemoryVersion, RunInfo, SnapshotRecord, TailRow
 from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
-from roboz.threads._tokens import ApiTokenInfo
+from roboz.threads._tokens import ApiTokenInfo, api_token_id
 from roboz.threads.access import AccessStore, CallerThreads, ThreadRating, api_delta, api_view
 from roboz.threads.backend import LibrarianLedger, ThreadStore
 from roboz.threads.compression import (
@@ -173,6 +173,7 @@ __all__ = [
     "UnencodableTextError",
     "UnmappedContentTypeError",
     "api_delta",
+    "api_token_id",
     "api_view",
     "can_change",
     "can_read",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from roboz.threads._sql import Conn
 
 _TOKEN = re.compile(r"rbz_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
+_TOKEN_ID = re.compile(r"[0-9a-f]{16}")
 _KNOWN = 4096
 """Tokens a store remembers parsed and hashed."""
 
@@ -42,6 +43,15 @@ class ApiTokenInfo:
     label: str | None
     created: datetime
     revoked: datetime | None
+
+
+def api_token_id(text: str) -> str | None:
+    """The id a token id or a whole token names (the secret left behind); None when
+    ``text`` is neither, so a caller need never echo what it was given."""
+    match = _TOKEN.fullmatch(text)
+    if match is not None:
+        return match.group(1)
+    return text if _TOKEN_ID.fullmatch(text) else None
 
 
 def _digest(secret: str) -> str:
@@ -109,9 +119,10 @@ class TokenMixin:
 
     def revoke_api_token(self, token_id: str) -> bool:
         """Revoke a token (by its id or the whole token); False when no live token has it."""
-        match = _TOKEN.fullmatch(token_id)
-        if match is not None:
-            token_id = match.group(1)
+        found = api_token_id(token_id)
+        if found is None:
+            return False
+        token_id = found
         with self._write(f"api-token:{token_id}") as conn:
             row = conn.execute(
                 "UPDATE api_tokens SET revoked = ? WHERE token_id = ? AND revoked IS NULL "

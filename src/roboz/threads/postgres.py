@@ -117,6 +117,24 @@ def _key(text: str) -> int:
     )
 
 
+def change_channel(schema: str) -> str:
+    """The NOTIFY channel on which the writers of ``schema``'s threads announce changes
+    (``roboz serve`` listens there), at most 63 bytes as PostgreSQL allows. A notice's
+    payload is ``"SENDER KIND THREAD_ID"``: KIND ``d`` a thread changed, ``c`` a cancel."""
+    name = f"roboz_{schema}"
+    if len(name) <= 63:
+        return name
+    return f"roboz_{hashlib.sha256(schema.encode()).hexdigest()[:40]}"
+
+
+def notify_changed(conn: Any, schema: str, thread_id: str, sender: str = "-") -> None:
+    """Announce that ``thread_id`` changed, inside the caller's transaction: PostgreSQL
+    delivers the notice when it commits, and never when it rolls back. ``sender`` names a
+    server, which ignores its own notices; the default is no server's."""
+    payload = f"{sender} d {thread_id}"
+    conn.execute("SELECT pg_notify(%s, %s)", (change_channel(schema), payload))
+
+
 def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
@@ -326,8 +344,10 @@ def migrate_database(url: str, *, schema: str = "roboz") -> tuple[str, int, int]
 __all__ = [
     "SCHEMA_VERSION",
     "PostgresThreadStore",
+    "change_channel",
     "check_schema_name",
     "describe",
     "migrate_database",
+    "notify_changed",
     "redacted",
 ]

@@ -7,7 +7,7 @@ What it does follows the user's last message:
 - ``plan ...``: creates two tasks, starts the first, asks ``confirm`` (a client tool the
   frontend offers), then completes both tasks and stops, quoting the answer;
 - ``pick ...``: calls the client tool ``pick_files`` and stops with what came back;
-- ``chart ...``: runs ``draw_chart`` (a PNG as a data URL) and stops;
+- ``chart ...``: runs ``draw_chart`` (text and a PNG image, a ``StrImage``) and stops;
 - ``fail ...``: the endpoint raises, so the turn records an error;
 - ``garble ...``: a first reply names an unknown action, so its draft is rewound;
 - anything else: a long rationale (``N`` words when the message holds a number) and a stop.
@@ -29,7 +29,7 @@ from roboz import Agent, tool
 from roboz.agent.tasks import TASK_TOOLS
 from roboz.llm import Completion, FunctionEndpoint
 from roboz.llm.records import ProviderRecord
-from roboz.models import Empty, Message, Str
+from roboz.models import Empty, Image, Message, StrImage
 from roboz.threads import ClientToolSpec
 
 CONFIRM = ClientToolSpec(
@@ -147,9 +147,9 @@ class PacedEndpoint(FunctionEndpoint):
 
 
 @tool
-def draw_chart(input: Empty, messages: list[Message]) -> Str:
+def draw_chart(input: Empty, messages: list[Message]) -> StrImage:
     """Draw a small chart of the numbers discussed."""
-    return Str(value=CHART)
+    return StrImage(value="The numbers, week by week", images=[Image(url=CHART)])
 
 
 def make_agent(name: str = "helper", pause_s: float = 0.01) -> Agent:

@@ -2,7 +2,9 @@
 messages and watches replies stream in, answers a client tool in the page, sees the goal
 achieved and the tasks done, every content block kind rendered, cancels a turn, reloads to
 the same thread; another user of the org sees the ORG thread and not the PRIVATE one; a
-dropped connection resumes without a reload."""
+dropped connection resumes without a reload; who is signed in, the goals the agent checks,
+rating, forking and deleting; the goals and tasks panel beside the conversation at any
+window size."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from roboz.threads import AgentThreadStatus, ThreadVisibility
+import pytest
+
+from roboz.server import ThreadApiError
+from roboz.threads import AgentTask, AgentThreadStatus, ThreadVisibility
 from tests.server.ui.conftest import UiServer, sign_in
 
 SCREENSHOT_ENV = "ROBOZ_UI_SCREENSHOT"
@@ -25,8 +30,7 @@ def _send(page: Any, text: str, goal: str = "") -> None:
     box = page.get_by_label("Message", exact=True)
     box.fill(text)
     if goal:
-        page.get_by_text("Goal for this turn").click()
-        page.get_by_label("Goal type").fill(goal)
+        page.get_by_label("Goal for this turn").select_option(goal)
     box.press("Control+Enter")  # the keyboard way
 
 
@@ -75,6 +79,11 @@ def test_a_thread_from_creation_to_goal_with_a_client_tool_answered_in_the_page(
     assert _kinds(page) >= {"text", "tool_use", "tool_result", "error", "client_context"}
     width = page.eval_on_selector("figure.image img", "img => img.naturalWidth")
     assert width == 24  # the PNG itself decoded, not a broken image
+    # draw_chart returned a StrImage: its text beside its image, no JSON of it shown.
+    result = page.locator('[data-kind="tool_result"]', has=page.locator("figure.image"))
+    assert "The numbers, week by week" in result.locator("p.caption").inner_text()
+    assert "draw_chart: The numbers, week by week" in result.locator("figcaption").inner_text()
+    assert result.locator("pre").count() == 0
 
     stored = bob.get_thread(thread_id)
     shown = page.eval_on_selector_all("#messages > article", "n => n.length")
@@ -213,3 +222,126 @@ def test_every_control_is_labelled_and_the_conversation_is_announced(
             page.evaluate("document.activeElement.id || document.activeElement.textContent")
         )
     assert order == ["new-visibility", "new-agent", "New thread"]
+
+
+def test_who_is_signed_in_goal_choices_rating_forking_and_deleting(
+    ui_server: UiServer, chromium: Any
+) -> None:
+    bob = ui_server.client("bob")
+    shared = bob.create_thread(title="Team plan", visibility=ThreadVisibility.ORG)
+    before = bob.get_thread(shared.thread_id)
+    bob.send_message(shared.thread_id, "hello there 3")
+    list(bob.stream_deltas(shared.thread_id, record=before))
+
+    page = chromium("bob")
+    sign_in(page, ui_server, "bob")
+    assert page.inner_text("#whoami") == "bob · acme"
+    page.get_by_role("link", name="Team plan").click()
+    page.wait_for_selector("#messages > article.assistant")
+    # The goal types the thread's agent checks are offered, none by default.
+    options = page.eval_on_selector_all("#goal-type option", "n => n.map(o => o.value)")
+    assert options == ["", "say_ok"]
+
+    # Rating the agent's message and the thread: pressed in the page, recorded for bob.
+    reply = page.locator("#messages article.assistant").last
+    seq = int(reply.get_attribute("data-seq") or -1)
+    page.get_by_role("button", name=f"Rate message {seq + 1} good").click()
+    page.wait_for_selector(f'[data-seq="{seq}"] [data-rating="positive"][aria-pressed="true"]')
+    page.get_by_role("button", name="Rate this thread bad").click()
+    page.wait_for_selector('#rate-down[aria-pressed="true"]')
+    assert page.get_attribute("#rate-up", "aria-pressed") == "false"
+    assert sorted(ui_server.store.ratings(shared.thread_id), key=str) == sorted(
+        [("bob", seq, "positive", None), ("bob", None, "negative", None)], key=str
+    )
+
+    # Forking from the user's message: a new thread of bob's with the messages up to it.
+    page.get_by_role("button", name="Fork the thread from message 1").click()
+    page.get_by_role("heading", name="Fork of Team plan").wait_for()
+    fork_id = page.evaluate("decodeURIComponent(location.hash.split('/')[2])")
+    assert fork_id != shared.thread_id
+    assert page.eval_on_selector_all("#messages > article", "n => n.length") == 1
+    assert len(bob.get_thread(fork_id).messages) == 1
+
+    # Deleting asks first; keeping it changes nothing, confirming removes it for everyone.
+    page.get_by_role("button", name="Delete").click()
+    dialog = page.get_by_role("dialog")
+    assert "Fork of Team plan" in dialog.inner_text()
+    assert page.evaluate("document.activeElement.id") == "confirm-no"
+    page.get_by_role("button", name="Keep it").click()
+    assert bob.get_thread(fork_id).title == "Fork of Team plan"
+    page.get_by_role("button", name="Delete").click()
+    page.locator("#confirm-yes").click()
+    page.wait_for_selector("#empty:not([hidden])")
+    page.wait_for_function(
+        "() => document.querySelector('#list-caption').textContent.includes('Deleted')"
+    )
+    titles = page.eval_on_selector_all("#thread-list .title", "n => n.map(e => e.textContent)")
+    assert titles == ["Team plan"]
+    with pytest.raises(ThreadApiError) as gone:
+        bob.get_thread(fork_id)
+    assert gone.value.status == 404
+    assert page.errors == []
+
+    # Another member of the org reads the ORG thread but may not change it: no Delete, no
+    # composer; forking gives them a thread of their own to go on in.
+    other = chromium("cat")
+    sign_in(other, ui_server, "cat")
+    assert other.inner_text("#whoami") == "cat · acme"
+    other.get_by_role("link", name="Team plan").click()
+    other.wait_for_selector("#messages > article.assistant")
+    assert other.locator("#delete-thread").is_hidden()
+    assert other.locator("#message").is_disabled() and other.locator("#send").is_disabled()
+    assert "Only bob or an admin of acme" in other.inner_text("#composer-help")
+    other.get_by_role("button", name="Fork", exact=True).click()
+    other.get_by_role("heading", name="Fork of Team plan").wait_for()
+    other.wait_for_selector("#message:not([disabled])")
+    assert other.locator("#delete-thread").is_visible()
+
+    admin = chromium("ann")
+    sign_in(admin, ui_server, "ann")
+    assert admin.inner_text("#whoami") == "ann · acme · admin"
+    assert other.errors == [] and admin.errors == []
+
+
+def test_the_goals_and_tasks_panel_never_covers_the_conversation(
+    ui_server: UiServer, chromium: Any
+) -> None:
+    bob = ui_server.client("bob")
+    thread = bob.create_thread(title="Long and busy")
+    for n in range(6):
+        before = bob.get_thread(thread.thread_id)
+        bob.send_message(thread.thread_id, "chart it" if n % 2 else "talk 60")
+        list(bob.stream_deltas(thread.thread_id, record=before))
+    tasks = [AgentTask(task_id=i, position=i, title=f"Step {i}") for i in range(14)]
+    ui_server.store.set_tasks(thread.thread_id, tasks)
+
+    page = chromium("bob")
+    sign_in(page, ui_server, "bob")
+    page.get_by_role("link", name="Long and busy").click()
+    page.wait_for_selector("#messages > article")
+    for width, height in ((1200, 800), (1200, 560), (900, 600)):
+        page.set_viewport_size({"width": width, "height": height})
+        for where in ("0", "m.scrollHeight / 2", "m.scrollHeight"):
+            page.evaluate(
+                f"() => {{ const m = document.getElementById('messages'); m.scrollTop = {where}; }}"
+            )
+            boxes = page.evaluate(
+                """() => Object.fromEntries(['state', 'messages', 'composer'].map(id => {
+                    const r = document.getElementById(id).getBoundingClientRect();
+                    return [id, [r.left, r.top, r.right, r.bottom]];
+                }))"""
+            )
+            state, messages, composer = boxes["state"], boxes["messages"], boxes["composer"]
+            apart = (
+                state[2] <= messages[0]
+                or messages[2] <= state[0]
+                or state[3] <= messages[1]
+                or messages[3] <= state[1]
+            )
+            assert apart, (width, height, where, boxes)
+            assert messages[3] <= composer[1], (width, height, boxes)  # nor the composer
+            assert messages[3] - messages[1] >= 140, (width, height, boxes)  # room to read
+        # The message box and Send stay reachable, scrolling the view if the window is short.
+        page.get_by_role("button", name="Send").scroll_into_view_if_needed()
+        assert page.get_by_role("button", name="Send").is_visible()
+    assert page.errors == []

@@ -27,6 +27,7 @@ from roboz.threads import (
     AgentMessageStatus,
     AgentRole,
     AgentTextContent,
+    AgentToolResultContent,
     AgentToolUseContent,
 )
 from tests.shed.memory.conftest import add_run, append
@@ -207,6 +208,35 @@ def test_rows_written_outside_a_run_are_snapshotted(maintenance: Maintenance) ->
     assert '[lookup] {"q": "roses"}' in prompt
     forked = next(p for p in summarizer.prompts if f"thread {fork.thread_id}," in p)
     assert "fact: said in the run" in forked and "fact: typed in the UI" in forked
+
+
+def test_images_in_a_foreign_tool_result_reach_the_summarizer_as_a_count(
+    maintenance: Maintenance,
+) -> None:
+    store = maintenance.store
+    add_run(store, "a", ["fact: said in the run"])
+    picture = "data:image/png;base64," + "A" * 4000
+    store.append_message(
+        "a",
+        AgentMessage(
+            role=AgentRole.ROBOTO,
+            content=[
+                AgentToolResultContent(
+                    tool_use_id="u1",
+                    tool_name="camera",
+                    runtime_ms=3,
+                    status="success",
+                    payload={"value": "fact: the roses bloom", "images": [{"url": picture}] * 2},
+                )
+            ],
+            status=AgentMessageStatus.COMPLETED,
+        ),
+    )
+    summarizer = ScriptedSummarizer()
+    sweep(Snapshots(maintenance, summarizer))
+    prompt = next(p for p in summarizer.prompts if "thread a," in p)
+    assert "fact: the roses bloom" in prompt and "2 image(s)" in prompt
+    assert "base64" not in prompt
 
 
 @pytest.mark.sqlite_only

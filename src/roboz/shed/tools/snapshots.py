@@ -87,6 +87,9 @@ def _block_text(block: object) -> str:
         return f"[{block.tool_name}] {json.dumps(block.input, ensure_ascii=False)}"
     if isinstance(block, AgentToolResultContent):
         payload = block.resolve_payload()
+        if isinstance(payload, dict) and isinstance(payload.get("images"), list):
+            # Images a tool returned are not text for the summarizer: say how many.
+            payload = {**payload, "images": f"{len(payload['images'])} image(s)"}
         text = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
         return f"[{block.tool_name} {block.status}] {text}"
     if isinstance(block, AgentErrorContent):

@@ -34,6 +34,7 @@ export class Api {
   }
 
   agents() { return this.call("GET", "/v1/ai/agents"); }
+  me() { return this.call("GET", "/v1/ai/me"); }
   threads(pinned = false) {
     return this.call("GET", `/v1/ai/threads?limit=100${pinned ? "&pinned=true" : ""}`);
   }
@@ -45,6 +46,9 @@ export class Api {
     return this.call("POST", `/v1/ai/threads/${encodeURIComponent(id)}/tool-results`, { results });
   }
   cancel(id) { return this.call("POST", `/v1/ai/threads/${encodeURIComponent(id)}/cancel`); }
+  fork(id, body) { return this.call("POST", `/v1/ai/threads/${encodeURIComponent(id)}/fork`, body); }
+  rate(id, body) { return this.call("POST", `/v1/ai/threads/${encodeURIComponent(id)}/rate`, body); }
+  remove(id) { return this.call("DELETE", `/v1/ai/threads/${encodeURIComponent(id)}`); }
   pin(id, pinned) {
     return this.call(pinned ? "PUT" : "DELETE", `/v1/ai/threads/${encodeURIComponent(id)}/pin`);
   }

@@ -1,7 +1,9 @@
-// The page: sign in with a token, list and search threads (pins first), open one, follow its
-// deltas live, send messages, answer client tools, cancel a turn. The open thread is in the
-// URL (#/threads/ID), so a reload shows it again.
+// The page: sign in with a token (who it acts as shown in the bar), list and search threads
+// (pins first), open one, follow its deltas live, send messages (with a goal the thread's
+// agent checks), answer client tools, cancel a turn, fork, rate and delete. The open thread
+// is in the URL (#/threads/ID), so a reload shows it again.
 
+import { canChange, showRatings, wireActions } from "./actions.js";
 import { Api, ApiError, DeltaStream } from "./api.js";
 import { el, renderMessages, renderState, updateMessages } from "./render.js";
 import { applyDelta, pendingToolUses } from "./thread.js";
@@ -22,7 +24,9 @@ const stats = { deltas: [], opened: [] };
 window.__roboz = stats;
 
 let api = null;
-let current = null; // { id, thread, stream, handled: Set, answering }
+let me = null; // who the token acts as: { user_id, org_id, admin }
+let agents = { byName: {}, default: null }; // the served agents and their goal types
+let current = null; // { id, thread, stream, handled: Set, answering, ratings: Map }
 let searchTimer = null;
 
 function nextPaint() {
@@ -44,9 +48,9 @@ function showSignin(message) {
 
 async function enter(token) {
   api = new Api(token);
-  let agents;
+  let served;
   try {
-    agents = await api.agents();
+    [served, me] = await Promise.all([api.agents(), api.me()]);
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) {
       localStorage.removeItem(TOKEN_KEY);
@@ -58,8 +62,10 @@ async function enter(token) {
   }
   $("signin").hidden = true;
   $("app").hidden = false;
-  $("new-agent").replaceChildren(...agents.agents.map((agent) =>
-    el("option", { value: agent.name, selected: agent.name === agents.default, text: agent.name })));
+  $("whoami").textContent = `${me.user_id} · ${me.org_id}${me.admin ? " · admin" : ""}`;
+  agents = { byName: Object.fromEntries(served.agents.map((a) => [a.name, a])), default: served.default };
+  $("new-agent").replaceChildren(...served.agents.map((agent) =>
+    el("option", { value: agent.name, selected: agent.name === served.default, text: agent.name })));
   await loadList();
   await route();
 }
@@ -75,6 +81,8 @@ $("signin-form").addEventListener("submit", async (event) => {
 
 $("signout").addEventListener("click", () => {
   localStorage.removeItem(TOKEN_KEY);
+  me = null;
+  $("whoami").textContent = "";
   closeThread();
   location.hash = "";
   showSignin("");
@@ -182,10 +190,13 @@ async function openThread(id) {
     $("empty").querySelector("p").textContent = error.message;
     return;
   }
-  current = { id, thread, stream: null, handled: new Set(), answering: false };
+  current = { id, thread, stream: null, handled: new Set(), answering: false, ratings: new Map() };
   $("empty").hidden = true;
   $("thread-view").hidden = false;
+  notice("");
   renderMessages($("messages"), thread.messages);
+  showRatings(current.ratings);
+  goalChoices(thread);
   showThread(thread);
   for (const link of document.querySelectorAll("#thread-list a.open")) {
     link.toggleAttribute("aria-current", false);
@@ -211,8 +222,29 @@ function showThread(thread) {
   $("thread-status").dataset.status = thread.status;
   renderState($("goals"), $("tasks"), thread);
   const running = thread.status === "roboto_turn";
-  $("cancel").disabled = !running;
-  $("send").disabled = running || thread.status === "client_tool_turn";
+  const mine = canChange(me, thread);
+  $("cancel").disabled = !running || !mine;
+  $("send").disabled = running || thread.status === "client_tool_turn" || !mine;
+  $("message").disabled = !mine;
+  $("composer-help").textContent = mine
+    ? "Ctrl+Enter sends."
+    : `Only ${thread.created_by} or an admin of ${thread.org_id} can continue this thread; fork it to go on.`;
+  $("delete-thread").hidden = !mine;
+  $("fork-thread").disabled = !thread.messages.length || running;
+}
+
+// The goal types the thread's agent checks, offered for the next turn.
+function goalChoices(thread) {
+  const agent = agents.byName[thread.created_from_agent_id] || agents.byName[agents.default];
+  const types = (agent && agent.goal_types) || [];
+  $("goal-field").hidden = types.length === 0;
+  $("goal-type").replaceChildren(el("option", { value: "", text: "None" }),
+    ...types.map((type) => el("option", { value: type, text: type })));
+}
+
+function notice(text, failed = false) {
+  $("thread-notice").textContent = text;
+  $("thread-notice").classList.toggle("error", failed);
 }
 
 function onDelta(delta, received) {
@@ -227,6 +259,7 @@ function onDelta(delta, received) {
   }
   current.thread = applied.thread;
   updateMessages($("messages"), applied.thread.messages, applied.touched, applied.reset);
+  showRatings(current.ratings);
   showThread(applied.thread);
   const rendered = performance.now();
   requestAnimationFrame(() => {
@@ -275,7 +308,7 @@ $("composer").addEventListener("submit", async (event) => {
   if (!current) return;
   const text = $("message").value;
   if (!text.trim()) return;
-  const goal = $("goal-type").value.trim();
+  const goal = $("goal-type").value;
   const body = { text, client_tools: CLIENT_TOOLS, goals: goal ? [{ goal_type: goal }] : [] };
   showError($("composer-error"), null);
   $("send").disabled = true;
@@ -283,7 +316,6 @@ $("composer").addEventListener("submit", async (event) => {
     await api.send(current.id, body);
     $("message").value = "";
     $("goal-type").value = ""; // a goal is declared for one turn
-    $("goal-type").closest("details").open = false;
   } catch (error) {
     showError($("composer-error"), error);
     $("send").disabled = false;
@@ -304,6 +336,25 @@ $("cancel").addEventListener("click", async () => {
   } catch (error) {
     showError($("composer-error"), error);
   }
+});
+
+// -- fork, rate, delete ------------------------------------------------------------------------
+
+wireActions({
+  api: () => api,
+  current: () => current,
+  notice,
+  async closed(title) {
+    location.hash = "";
+    closeThread();
+    await loadList();
+    $("list-caption").textContent = `Deleted “${title}”.`;
+    $("new-title").focus();
+  },
+  async forked(thread) {
+    location.hash = `#/threads/${encodeURIComponent(thread.thread_id)}`;
+    await loadList();
+  },
 });
 
 const saved = localStorage.getItem(TOKEN_KEY);

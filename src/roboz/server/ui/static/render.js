@@ -56,17 +56,42 @@ function toolUse(block) {
     input ? el("pre", { text: input }) : el("p", { class: "hint", text: "No arguments." }));
 }
 
+// The images a tool returned (StrImage): the payload's "images", each {url, detail?}.
+function returnedImages(payload) {
+  if (!payload || typeof payload !== "object" || !Array.isArray(payload.images)) return null;
+  const urls = payload.images.map((image) => image && image.url).filter((url) => typeof url === "string");
+  return urls.length === payload.images.length ? urls : null;
+}
+
+function link(url, label) {
+  // Another host's image is not loaded by the page (its Content-Security-Policy): a link.
+  return el("p", { class: "image-link" },
+    el("a", { href: url, rel: "noopener noreferrer", target: "_blank", text: label }));
+}
+
 function toolResult(block) {
-  const payload = block.payload;
-  const shown = images(payload);
+  let payload = block.payload;
+  const returned = returnedImages(payload);
+  let caption = null;
+  if (returned) {
+    const { images: _images, ...rest } = payload;
+    const keys = Object.keys(rest);
+    if (keys.length === 1 && typeof rest.value === "string") caption = rest.value;
+    payload = keys.length && caption === null ? rest : null;
+  }
+  const embedded = [...(returned || []).filter((url) => IMAGE_URL.test(url)), ...images(payload)];
+  const linked = (returned || []).filter((url) => /^https?:\/\//.test(url));
   const ok = block.status === "success";
   const node = el("details", {
     class: `block tool-result ${ok ? "" : "failed"}`, "data-kind": "tool_result",
-    open: shown.length > 0,
+    open: embedded.length + linked.length > 0,
   },
   el("summary", {}, el("span", { class: "badge", text: ok ? "Result" : `Result: ${block.status}` }),
     ` ${block.tool_name}`, el("span", { class: "hint", text: ` (${block.runtime_ms} ms)` })));
-  shown.forEach((url, index) => node.append(figure(url, `Image ${index + 1} from ${block.tool_name}`)));
+  if (caption !== null) node.append(el("p", { class: "text caption", text: caption }));
+  const label = (index) => `Image ${index + 1} from ${block.tool_name}${caption ? `: ${caption}` : ""}`;
+  embedded.forEach((url, index) => node.append(figure(url, label(index))));
+  linked.forEach((url, index) => node.append(link(url, `${label(embedded.length + index)} (${url})`)));
   if (payload !== null && payload !== undefined) {
     node.append(el("pre", { text: json(withoutImages(payload)) }));
   }
@@ -127,8 +152,26 @@ export function messageNode(message, seq) {
   if (message.status === "generating") {
     node.append(el("p", { class: "typing hint", text: "writing…" }));
     node.setAttribute("aria-busy", "true");
+  } else {
+    node.append(messageActions(message, seq));
   }
   return node;
+}
+
+// Fork from a message, and rate the agent's messages (the page's click handler acts on them).
+function messageActions(message, seq) {
+  const which = `message ${seq + 1}`;
+  const bar = el("div", { class: "msg-actions" },
+    el("button", { type: "button", "data-action": "fork", "data-seq": String(seq),
+      "aria-label": `Fork the thread from ${which}`, text: "Fork from here" }));
+  if (message.role === "assistant") {
+    for (const [rating, word] of [["positive", "Good"], ["negative", "Bad"]]) {
+      bar.append(el("button", { type: "button", "data-action": "rate", "data-rating": rating,
+        "data-seq": String(seq), "aria-pressed": "false",
+        "aria-label": `Rate ${which} ${word.toLowerCase()}`, text: word }));
+    }
+  }
+  return bar;
 }
 
 export function renderMessages(container, messages) {
