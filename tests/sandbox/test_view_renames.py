@@ -96,20 +96,20 @@ def test_the_plan_makes_every_directory_on_the_way_to_an_entry_a_mount(tmp_path:
     ws.mkdir()
     _make(ws)
     entries = plan_view([FileMatcher(_policy(ws))], [(str(ws), True)], str(ws))
-    mounted = {e.path for e in entries}
-    kinds = {e.path: e.kind for e in entries}
+    paths = [os.fsdecode(e.path) for e in entries]
+    mounted = set(paths)
+    kinds = {path: e.kind for path, e in zip(paths, entries, strict=True)}
     assert kinds[f"{ws}/config/secrets"] == MASK
     assert kinds[f"{ws}/docs/frozen"] == READ_ONLY
-    for entry in entries:
+    for path, entry in zip(paths, entries, strict=True):
         if entry.kind in (SKELETON, SKELETON_CHILD):
             continue
-        parent = os.path.dirname(entry.path)
+        parent = os.path.dirname(path)
         while parent != str(ws):
-            assert parent in mounted, (entry.path, parent)
+            assert parent in mounted, (path, parent)
             parent = os.path.dirname(parent)
     # Parents come before what is below them (pid 1 mounts in this order).
-    order = [e.path for e in entries]
-    for i, path in enumerate(order):
-        assert not any(path.startswith(later + "/") for later in order[i + 1 :]), order
+    for i, path in enumerate(paths):
+        assert not any(path.startswith(later + "/") for later in paths[i + 1 :]), paths
     # Nothing where no entry is below: keep/ is not a mount.
     assert f"{ws}/keep" not in mounted

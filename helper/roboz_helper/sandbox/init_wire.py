@@ -138,7 +138,7 @@ def encode_request(plan: ChildPlan) -> bytes:
         parts.append(_U32.pack(len(view)))
         parts += [
             bytes([entry.kind])
-            + _blob(os.fsencode(entry.path))
+            + _blob(entry.path)
             + _VIEW_INODE.pack(entry.dev, entry.ino)
             for entry in view
         ]

@@ -73,7 +73,7 @@ class _Planner:
 
     def add(self, kind: int, node: _Node, at: int | None = None) -> None:
         st = node.stat()
-        entry = ViewEntry(kind, node.path, st.st_dev, st.st_ino)
+        entry = ViewEntry(kind, os.fsencode(node.path), st.st_dev, st.st_ino)
         self.entries.insert(len(self.entries) if at is None else at, entry)
 
     def writes_allowed(self, path: str) -> bool:
