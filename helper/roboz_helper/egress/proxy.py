@@ -33,7 +33,13 @@ from dataclasses import dataclass
 import msgspec
 
 from roboz_helper.egress import handshakes as hs
-from roboz_helper.egress.addresses import NEVER, IPAddress, special_range
+from roboz_helper.egress.addresses import (
+    NEVER,
+    IPAddress,
+    carried_ipv4,
+    is_local,
+    special_range,
+)
 from roboz_helper.egress.allowlist import Allowlist, AllowlistError, Destination, Entry, host_name
 from roboz_helper.egress.endpoint import take_listener
 from roboz_helper.egress.frontends import Ask, Client, Closed, Refused, read_request
@@ -203,13 +209,15 @@ class EgressSession:
         if isinstance(verdict, str):
             raise Refused(verdict, dest.host, dest.port, detail=_why(verdict, self.allowlist, dest))
         if dest.address is not None:
-            if special_range(dest.address) in NEVER:
+            kind = special_range(dest.address)
+            if kind in NEVER:
+                raise Refused("address", dest.host, dest.port, str(verdict), f"a {kind} address")
+            inner = carried_ipv4(dest.address)
+            if kind is not None and inner is not None and not self._usable(dest.address, dest.port):
+                # NAT64 or 6to4 in front of a special-purpose IPv4 address: an IPv6 entry
+                # (::/0) does not name what a translator delivers it to.
                 raise Refused(
-                    "address",
-                    dest.host,
-                    dest.port,
-                    str(verdict),
-                    f"a {special_range(dest.address)} address",
+                    "address", dest.host, dest.port, str(verdict), f"carries the {kind} {inner}"
                 )
             return verdict, [dest.address]
         try:
@@ -218,7 +226,7 @@ class EgressSession:
             raise Refused("unresolved", dest.host, dest.port, str(verdict), str(exc)) from None
         usable = [a for a in found if self._usable(a, dest.port)]
         if not usable:
-            ranges = ", ".join(f"{a} ({special_range(a)})" for a in found[:4])
+            ranges = ", ".join(f"{a} ({_special(a)})" for a in found[:4])
             raise Refused(
                 "address",
                 dest.host,
@@ -245,10 +253,14 @@ class EgressSession:
         return list(await asyncio.shield(known[1]))
 
     def _usable(self, address: IPAddress, port: int) -> bool:
-        kind = special_range(address)
+        """Whether a name's address may be connected to: globally routable and not this
+        host's own, or named by an IP or CIDR entry (for an IPv6 address carrying an IPv4
+        one, an entry naming that IPv4 address)."""
+        kind = _special(address)
         if kind is None:
             return True
-        return kind not in NEVER and self.allowlist.covering(address, port) is not None
+        named = carried_ipv4(address) or address
+        return kind not in NEVER and self.allowlist.covering(named, port) is not None
 
     async def _connect(
         self, dest: Destination, entry: Entry, addresses: list[IPAddress]
@@ -339,6 +351,12 @@ class EgressSession:
         if not same:
             said = "no server name" if name is None else f"server name {name[:80]!r}"
             raise Refused("sni", dest.host, dest.port, str(entry), f"the ClientHello has {said}")
+
+
+def _special(address: IPAddress) -> str | None:
+    """The special-purpose range of an address, "local" for one of the helper host's own
+    addresses (reached over its loopback, whatever the range), or None."""
+    return special_range(address) or ("local" if is_local(address) else None)
 
 
 def _why(reason: str, allowlist: Allowlist, dest: Destination) -> str:
