@@ -101,6 +101,9 @@ class EgressSession:
         self._bytes[outbound] += size
         return True
 
+    def overrun(self, dest: Destination, detail: str) -> None:
+        self._refuse(Refused("malformed", dest.host, dest.port, detail=detail).refusal)
+
     def _refuse(self, refusal: Refusal) -> None:
         self._refused += 1
         key = (refusal.host, refusal.port, refusal.reason, refusal.rule, refusal.detail)
@@ -314,15 +317,17 @@ class EgressSession:
                 with contextlib.suppress(OSError):
                     await client.send(ask.refused(exc.refusal))
             raise
-        return await self._tunnel(client, remote, dest, client.take(len(client.buffer)))
+        return await self._tunnel(client, remote, ask, client.take(len(client.buffer)))
 
     async def _tunnel(
-        self, client: Client, remote: socket.socket, dest: Destination, first: bytes
+        self, client: Client, remote: socket.socket, ask: Ask, first: bytes
     ) -> Tunnel | None:
+        dest = ask.dest
+        tunnel = Tunnel(self, dest, ask.framing)
+        first = tunnel.frame(first)
         if not self.passes(dest, True, len(first)):
             remote.close()
             return None
-        tunnel = Tunnel(self, dest)
         try:
             await tunnel.start(client.sock, remote, first)
         except BaseException:
