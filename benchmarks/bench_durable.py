@@ -139,7 +139,7 @@ def _recorded_progress(kind: str) -> Callable[[], None]:
 
     async def call_tool(self: Any, tool: Any, value: Empty, messages: list[Message]) -> Any:
         if not tool.pure and self._progress:
-            self._conversation.flush()  # outside any step: recorded
+            self._transcript.flush()  # outside any step: recorded
         return await original(self, tool, value, messages)
 
     DurableDriver.call_tool = call_tool  # type: ignore[method-assign]

@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from roboz.agent.persistence import thread_row
+from roboz.agent.rows import thread_row
 from roboz.models import Message, Role
 from roboz.shed.sandbox import Sandbox
 from roboz.shed.tools.consolidation import Consolidation

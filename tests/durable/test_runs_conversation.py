@@ -1,4 +1,4 @@
-"""A durable turn's conversation numbers its messages on append and writes them in batches
+"""A durable turn's transcript numbers its messages on append and writes them in batches
 (no database here: the write is a recorder)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from roboz.durable.conversation import DurableConversation, Row, Updated
+from roboz.durable.conversation import DurableTranscript, Row, Updated
 from roboz.models import Message, Role
 from roboz.models.truncation import Truncation
 from roboz.threads.record import AgentThreadStatus
@@ -15,11 +15,9 @@ from roboz.threads.record import AgentThreadStatus
 Batch = tuple[list[Row], list[Updated], AgentThreadStatus | None]
 
 
-def conversation(
-    history: list[Message], seqs: list[int]
-) -> tuple[DurableConversation, list[Batch]]:
+def conversation(history: list[Message], seqs: list[int]) -> tuple[DurableTranscript, list[Batch]]:
     batches: list[Batch] = []
-    return DurableConversation(
+    return DurableTranscript(
         history, seqs, lambda rows, updated, status: batches.append((rows, updated, status))
     ), batches
 
@@ -27,8 +25,8 @@ def conversation(
 def test_messages_are_numbered_on_append_and_written_once_in_batches() -> None:
     turn, batches = conversation([Message(role=Role.USER, content="hi")], [4])
     turn.append(Message(role=Role.ASSISTANT, content='{"action": "look"}', message_kind="action"))
-    turn.extend([Message(role=Role.TOOL, content="{}", caller="look", message_kind="tool_result")])
-    assert turn._seqs == [4, 5, 6]  # read by sequence_numbers
+    turn.append(Message(role=Role.TOOL, content="{}", caller="look", message_kind="tool_result"))
+    assert [turn.seq(i) for i in range(3)] == [4, 5, 6] and turn.last_seq == 6
     turn.flush()
     turn.flush()  # nothing new: no write
     turn.flush(AgentThreadStatus.USER_TURN)
@@ -38,7 +36,19 @@ def test_messages_are_numbered_on_append_and_written_once_in_batches() -> None:
     blocks = json.loads(batches[0][0][1][2])
     assert json.loads(blocks[0][1])["tool_use_id"] == "tu_5"
     with pytest.raises(TypeError, match="only grows"):
-        turn.insert(0, Message(role=Role.USER, content="x"))
+        turn.messages.insert(0, Message(role=Role.USER, content="x"))
+
+
+def test_what_a_tool_appended_itself_is_numbered_when_adopted_and_written() -> None:
+    turn, batches = conversation([Message(role=Role.USER, content="hi")], [0])
+    turn.messages.append(Message(role=Role.USER, content="memory", message_kind="memory"))
+    assert turn.last_seq == 0  # not numbered until the loop hands it over
+    turn.adopt()
+    turn.append(Message(role=Role.TOOL, content="{}", caller="look", message_kind="tool_result"))
+    turn.flush()
+    ((rows, _, _),) = batches
+    assert [row[0] for row in rows] == [1, 2]
+    assert json.loads(rows[0][3])["content"] == "memory"
 
 
 def test_a_watched_message_shown_again_has_its_extras_refreshed() -> None:

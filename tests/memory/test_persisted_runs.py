@@ -12,6 +12,8 @@ from roboz.agent.errors import AgentConfigurationError
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Empty, Image, Int, Message, Role, Severity, Stop, Str, StrImage, Truncation
 from roboz.threads import (
+    AgentMessage,
+    AgentMessageStatus,
     AgentRole,
     AgentTextContent,
     AgentThreadStatus,
@@ -230,3 +232,62 @@ def test_a_message_a_client_added_through_the_thread_api_is_read_back(
     added = second[len(first)]
     assert (added.role, added.content) == (Role.USER, "a question from the web UI")
     assert [m.model_dump() for m in second[: len(first)]] == [m.model_dump() for m in first]
+
+
+def test_a_writer_between_the_runs_appends_is_ordered_in_and_seen_by_deltas(
+    store: SQLiteThreadStore,
+) -> None:
+    """A run's append moves the thread row by the count and revision its last append left;
+    another writer in between (a client's message, a title) moves them first, and the run's
+    next message still goes after it, with a revision every delta client sees."""
+    held: list[str] = []
+
+    @tool
+    def begin(input: Empty, messages: list[Message]) -> Int:
+        """Start."""
+        return Int(value=1)
+
+    @tool(chained_to=begin)
+    def poke(input: Int, messages: list[Message]) -> Int:
+        """Someone else writes to the thread while the run holds it."""
+        held.append(store.delta_since("busy", None).continuation_token)
+        note = AgentMessage(
+            role=AgentRole.USER,
+            content=[AgentTextContent(text="from a client")],
+            status=AgentMessageStatus.COMPLETED,
+        )
+        store.append_message("busy", note)
+        store.set_title("busy", "retitled")
+        return Int(value=2)
+
+    @tool(chained_to=poke)
+    def end(input: Int, messages: list[Message]) -> Stop:
+        """Stop."""
+        return Stop(value=input.value)
+
+    Agent(
+        name="keeper",
+        mode=AgentMode.DETERMINISTIC,
+        default_tools=[begin],
+        tools=[poke, end],
+        initial_messages=["go"],
+        store=store,
+    ).invoke(thread_id="busy")
+    thread = store.get_thread("busy")
+    texts = [
+        "".join(b.text for b in m.content if isinstance(b, AgentTextContent))
+        for m in thread.messages
+    ]
+    # go, begin's result, the client's message, then poke's and end's results.
+    assert texts.index("from a client") == 2 and len(thread.messages) == 5
+    assert thread.title == "retitled"
+    results = [
+        b.tool_name
+        for m in thread.messages
+        for b in m.content
+        if isinstance(b, AgentToolResultContent)
+    ]
+    assert results == ["begin", "poke", "end"]
+    # A client that held the thread just before the other writer is sent everything after.
+    delta = store.delta_since("busy", held[0])
+    assert sorted(delta.messages_by_idx) == [2, 3, 4] and delta.title == "retitled"

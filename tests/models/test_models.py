@@ -107,3 +107,29 @@ def test_truncation_threshold_counts_showings() -> None:
     assert Truncation().applies(0)
     with pytest.raises(ValidationError):
         Truncation(threshold=-1)
+
+
+def test_a_trusted_message_is_the_message_model_construct_makes() -> None:
+    from roboz.models.messages import trusted_message
+
+    given = {
+        "role": Role.ASSISTANT,
+        "content": '{"action": "stop"}',
+        "images": [],
+        "caller": "prompt_llm",
+        "message_kind": "action",
+        "truncation": Truncation(threshold=2),
+        "endpoint": "e",
+        "model": "m",
+        "token_input": 3,
+        "token_output": 4,
+    }
+    fast = trusted_message(**given)  # type: ignore[arg-type]
+    slow = Message.model_construct(**given)
+    assert fast == slow and list(fast.__dict__) == list(Message.model_fields)
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.model_dump_json(exclude_defaults=True) == slow.model_dump_json(
+        exclude_defaults=True
+    )
+    fast.times_shown += 1  # an instance of its own: assignment works as on any message
+    assert fast.model_fields_set == slow.model_fields_set | {"times_shown"}

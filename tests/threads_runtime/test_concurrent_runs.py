@@ -5,6 +5,8 @@ events (told apart by ``run_id``); cancelling one run stops that run only."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import json
 import logging
 import threading
@@ -380,3 +382,65 @@ def test_the_agents_own_views_name_the_last_run_to_finish(store: ThreadStore) ->
     _, conversation = slow.result(timeout=10)  # type: ignore[misc]
     assert agent.messages is conversation and agent.thread_id == "late"
     assert agent.last_usage.input_tokens == 2
+
+
+def test_a_nested_agent_called_twice_in_parallel_by_one_parent_keeps_two_threads(
+    store: ThreadStore,
+) -> None:
+    """One parent run's tool calls the nested agent's tool twice at once (two worker threads):
+    two child threads, each with only its own conversation, both linked to the parent's
+    thread and to the tool call that made them."""
+    child = Agent(name="helper", agent_endpoint=PerRun(), tools=[shout, roboz.tools.stop])
+    helper = agent_tool(child)
+
+    @tool
+    def fan_out(input: Str, messages: list[Message]) -> Str:
+        """Ask the helper twice at once."""
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            calls = [
+                pool.submit(contextvars.copy_context().run, helper.func, Str(value=v), messages)
+                for v in ("child-1", "child-2")
+            ]
+            return Str(value=" ".join(str(call.result().value) for call in calls))
+
+    class Parent(PerRun):
+        def complete(
+            self,
+            records: Sequence[ProviderRecord],
+            *,
+            on_delta: DeltaCallback | None = None,
+            cancel: threading.Event | None = None,
+        ) -> Completion:
+            answered = any(r["role"] == "assistant" for r in records)
+            reply = (
+                {"action": "stop", "value": "done"}
+                if answered
+                else {"action": "fan_out", "value": "x"}
+            )
+            return Completion(text=json.dumps(reply))
+
+    parent = Agent(
+        name="lead", agent_endpoint=Parent(), tools=[fan_out, roboz.tools.stop], store=store
+    )
+    stop, conversation = parent.invoke(_ask("run-0"), thread_id="fan")  # type: ignore[misc]
+    assert stop.value == "done"
+    assert json.loads(conversation[2].content) == {"value": "child-1! child-2!"}
+    record = store.get_thread("fan")
+    (use,) = [
+        b
+        for m in record.messages
+        for b in m.content
+        if isinstance(b, AgentToolUseContent) and b.tool_name == "fan_out"
+    ]
+    kids = [t for t in store.list_threads(limit=1000) if t.thread_id.startswith("fan.helper.")]
+    assert len(kids) == 2
+    owners: set[str] = set()
+    for kid in kids:
+        held = store.get_thread(kid.thread_id)
+        assert held.parent_thread_id == "fan"
+        assert held.parent_tool_use_id == use.tool_use_id
+        texts = _stored_texts(held)
+        owner = "child-1" if "child-1" in texts[0] else "child-2"
+        _own(owner, texts)
+        owners.add(owner)
+    assert owners == {"child-1", "child-2"}

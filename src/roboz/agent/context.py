@@ -18,6 +18,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from roboz.agent.transcript import Transcript
 from roboz.agent.turn import Turn
 from roboz.llm import EndpointLike
 from roboz.runtime.events import EventPipe
@@ -48,6 +49,9 @@ class RunContext:
     user_io: UserIO | None
     pipe: EventPipe
     """The run's own pipe (events reach the agent's sinks stamped with ``run_id``)."""
+    transcript: Transcript
+    """Where the run's messages go: its thread's sequence numbers (``last_seq``,
+    ``seq(i)``). A tool adds messages by appending to the ``messages`` it is given."""
 
     @property
     def scope(self) -> AnalysisScope | None:

@@ -46,6 +46,11 @@ def drive(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 class SyncDriver:
+    calls_inline = True
+    """The scheduler may call a sync tool's function itself, and skip ``pause``: this driver
+    would do no more (saves two coroutines per step). A subclass that records or redirects
+    tool calls (a durable turn's) sets it False."""
+
     def __init__(self, cancel: threading.Event) -> None:
         self._cancel = cancel
         self._loop: _LoopThread | None = None
@@ -92,6 +97,8 @@ class SyncDriver:
 
 
 class AsyncDriver:
+    calls_inline = False  # sync tools go to worker threads; the loop is yielded now and then
+
     def __init__(self, cancel: threading.Event) -> None:
         self._cancel = cancel
         self._last_pause = time.perf_counter()

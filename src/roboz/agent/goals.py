@@ -16,8 +16,9 @@ from typing import Any
 
 from roboz.agent.context import current_run
 from roboz.agent.errors import AgentConfigurationError, ToolExecutionError
+from roboz.agent.transcript import Transcript
 from roboz.agent.turn import GoalCheck as GoalCheck  # re-exported: its public home
-from roboz.agent.turn import Turn, sequence_numbers, turn_start
+from roboz.agent.turn import Turn, turn_start
 from roboz.models import Message, Role, Stop
 from roboz.runtime.events import Event, emit
 from roboz.threads import AgentGoal, AgentGoalStatus, AgentThreadGoalRecord, AgentThreadStatus
@@ -96,8 +97,9 @@ class GoalKeeper:
             )
         return check
 
-    def reprompt(self, stop: Stop, messages: list[Message]) -> bool:
+    def reprompt(self, stop: Stop, transcript: Transcript) -> bool:
         """True when a message telling the LLM what is missing was appended (go on)."""
+        messages = transcript.messages
         pending = [g for g in self.turn.turn_goals() if g.status is AgentGoalStatus.PENDING]
         if not pending:
             return False
@@ -121,7 +123,7 @@ class GoalKeeper:
         if not missing:
             self.turn.save_goals()
             return False
-        if self._prompts_used(messages) >= self.budget:
+        if self._prompts_used(transcript) >= self.budget:
             for record, _ in missing:
                 record.status, record.concluded_at = AgentGoalStatus.FAILED, utc_now()
             self.turn.save_goals()
@@ -132,7 +134,7 @@ class GoalKeeper:
         if changed:
             self.turn.save_goals()
         lines = "\n".join(f"- {record.goal_type}: {why}" for record, why in missing)
-        messages.append(
+        transcript.append(
             Message(
                 role=Role.TOOL,
                 content="You stopped, but these goals of the request are not met yet:\n"
@@ -143,12 +145,13 @@ class GoalKeeper:
         )
         return True
 
-    def _prompts_used(self, messages: list[Message]) -> int:
+    def _prompts_used(self, transcript: Transcript) -> int:
+        messages = transcript.messages
         start = turn_start(messages)
-        seqs = sequence_numbers(messages)
         # Counted in the conversation, so a run resumed in another process keeps the budget.
         return sum(
             1
             for index in range(start, len(messages))
-            if messages[index].message_kind == REPROMPT_KIND and seqs[index] >= self.turn.turn_seq
+            if messages[index].message_kind == REPROMPT_KIND
+            and transcript.seq(index) >= self.turn.turn_seq
         )

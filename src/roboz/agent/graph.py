@@ -64,16 +64,27 @@ class ToolGraph:
 
     def next_in_chain(self, parent: Tool, output: Empty) -> Tool | None:
         """The single child whose input fits ``output`` and whose condition is true."""
-        fired = [
+        found: Tool | None = None
+        for child in self.children.get(parent.name, ()):
+            if isinstance(output, child.input_type) and (
+                child.chain_condition is None or child.chain_condition(output)
+            ):
+                if found is not None:  # rare: gather them all for the error
+                    fired = [found, *self._also_fired(parent, output, found, child)]
+                    names = ", ".join(repr(item.name) for item in fired)
+                    raise ChainConflict(parent.name, [item.name for item in fired], names)
+                found = child
+        return found
+
+    def _also_fired(self, parent: Tool, output: Empty, first: Tool, second: Tool) -> list[Tool]:
+        children = self.children[parent.name]
+        rest = children[children.index(second) + 1 :]
+        return [second] + [
             child
-            for child in self.children.get(parent.name, ())
+            for child in rest
             if isinstance(output, child.input_type)
             and (child.chain_condition is None or child.chain_condition(output))
         ]
-        if len(fired) > 1:
-            names = ", ".join(repr(child.name) for child in fired)
-            raise ChainConflict(parent.name, [child.name for child in fired], names)
-        return fired[0] if fired else None
 
 
 class ChainConflict(Exception):

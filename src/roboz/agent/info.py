@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from roboz.agent.graph import ToolGraph
 from roboz.agent.run import PROMPT_LLM, Scheduler
 from roboz.agent.spec import RunSpec
+from roboz.agent.transcript import MemoryTranscript
 from roboz.dependencies import ExternalDependency, LLMEndpointDependency
 from roboz.models import Message
 from roboz.runtime.events import Sink
@@ -37,7 +38,7 @@ def describe_agent(
     persistence: str = "in memory; invoke() returns the conversation",
     dependencies: Sequence[ExternalDependency] = (),
 ) -> str:
-    preview = Scheduler(agent, list(initial_messages))
+    preview = Scheduler(agent, MemoryTranscript(list(initial_messages)))
     endpoint = agent.endpoint
     lines = [
         f"Agent {agent.name!r}" + (f": {description}" if description else ""),

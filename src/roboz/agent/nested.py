@@ -23,16 +23,18 @@ from pydantic import ValidationError
 from roboz.agent.client_tools import ClientToolTurn
 from roboz.agent.context import current_run
 from roboz.agent.errors import AgentConfigurationError, AgentRunError
-from roboz.agent.persistence import action_of
 from roboz.agent.request import RunRequest
+from roboz.agent.rows import action_of
 from roboz.models import Empty, Message, Role, Str
 from roboz.models.values import payload_json
 from roboz.tools import Tool
 
 if TYPE_CHECKING:
     from roboz.agent.agent import Agent
+    from roboz.threads import ThreadStore
 
 _CANCEL_POLL_S = 0.05
+_MAX_CALLS_PER_TOOL_CALL = 1000
 
 
 class NestedAgentError(RuntimeError):
@@ -111,18 +113,18 @@ def agent_tool(
         thread_id = None
         parent_thread_id = parent_tool_use_id = None
         store = child.store
-        parent_thread = getattr(messages, "thread_id", None)
+        parent_thread = parent.thread_id if parent is not None else None
         if parent is not None and parent_thread is not None:
             if store is None:
                 store = parent.store
-            last_seq = getattr(messages, "last_seq", None)
+            last_seq = parent.transcript.last_seq
             parent_thread_id = parent_thread
             if last_seq is not None:
-                # The call is the parent's action when the LLM asked for this tool; when a
+                # The parent's tool running now answers the LLM's action when the last
+                # message is one (this tool, or a tool of the parent's that calls it); when a
                 # chain or a default ran it, the parent's thread mints the call on the row
-                # of this tool's result, the next one.
-                asked = action_of(messages[-1])
-                invoked = asked is not None and asked[0] == tool_name
+                # of that tool's result, the next one.
+                invoked = action_of(parent.transcript.messages[-1]) is not None
                 parent_tool_use_id = f"tu_{last_seq if invoked else last_seq + 1}"
             # Named after the call, so a resumed parent (another process) never reuses one.
             call = parent_tool_use_id or f"x{uuid.uuid4().hex[:12]}"
@@ -130,14 +132,8 @@ def agent_tool(
         if thread_id is None:
             store = None  # the child's own store (if any) keeps a thread of its own
         elif store is not None:
-            # Created first, so the link is there from the child's first message on.
-            store.create_thread(
-                org_id="local",
-                created_by=child.name,
-                thread_id=thread_id,
-                created_from_agent_id=child.name,
-                parent_thread_id=parent_thread_id,
-                parent_tool_use_id=parent_tool_use_id,
+            thread_id = _create_child_thread(
+                store, thread_id, child.name, parent_thread_id, parent_tool_use_id
             )
         else:
             thread_id = None
@@ -186,6 +182,37 @@ def agent_tool(
         chained_to=_names(chained_to),
     )
     return tool
+
+
+def _create_child_thread(
+    store: ThreadStore,
+    thread_id: str,
+    agent: str,
+    parent_thread_id: str | None,
+    parent_tool_use_id: str | None,
+) -> str:
+    """Create the child's thread, linked to its parent's, before the child's first message
+    (so the link is there from the start). One tool call of the parent that runs the child
+    more than once (a tool fanning out to it) gives each run a thread of its own: the first
+    is named after the call, the next ``.2``, ``.3``, ..."""
+    for attempt in range(1, _MAX_CALLS_PER_TOOL_CALL + 1):
+        name = thread_id if attempt == 1 else f"{thread_id}.{attempt}"
+        try:
+            store.create_thread(
+                org_id="local",
+                created_by=agent,
+                thread_id=name,
+                created_from_agent_id=agent,
+                parent_thread_id=parent_thread_id,
+                parent_tool_use_id=parent_tool_use_id,
+            )
+        except ValueError:  # taken: another run of the child in the same tool call
+            continue
+        return name
+    raise AgentConfigurationError(
+        f"tool call {parent_tool_use_id!r} of thread {parent_thread_id!r} ran the nested agent "
+        f"{agent!r} more than {_MAX_CALLS_PER_TOOL_CALL} times"
+    )
 
 
 def _names(chained_to: str | Tool | Sequence[str | Tool]) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, TypeGuard
 
@@ -73,14 +73,18 @@ def render_system_prompt(
     return "\n\n".join(parts)
 
 
+_RUNTIME = set(RUNTIME_FIELDS)  # never mutated: built once, not per call
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
+_quoted: Callable[[str], str] = json.encoder.encode_basestring  # what _dumps writes for a str
+
+
 def action_json(invoke: Invoke) -> str:
     """The assistant message text for an accepted action: supplied arguments only."""
-    arguments = invoke.input.model_dump(
-        mode="json", exclude_unset=True, exclude=set(RUNTIME_FIELDS)
-    )
-    return json.dumps(
-        {"action": invoke.action, "rationale": invoke.rationale, **arguments}, ensure_ascii=False
-    )
+    given = invoke.input.model_fields_set
+    if not given or given <= _RUNTIME:  # no arguments: nothing to dump
+        return f'{{"action": {_quoted(invoke.action)}, "rationale": {_quoted(invoke.rationale)}}}'
+    arguments = invoke.input.model_dump(mode="json", exclude_unset=True, exclude=_RUNTIME)
+    return _dumps({"action": invoke.action, "rationale": invoke.rationale, **arguments})
 
 
 def parse_action(
@@ -92,7 +96,7 @@ def parse_action(
 ) -> Invoke:
     """Turn a reply into an Invoke, or raise ReplyRejected saying exactly what is wrong."""
     body = text.strip()
-    fenced = _FENCE.match(body)
+    fenced = _FENCE.match(body) if body.startswith("```") else None
     if fenced:
         body = fenced.group(1)
     try:
@@ -108,15 +112,15 @@ def parse_action(
     if not isinstance(rationale, str):
         raise ReplyRejected('"rationale" must be a string')
     _check_encodable(data, rationale)
-    choices = ", ".join(sorted([*actions, *skills])) or "(none)"
-    if name in actions:
-        tool = actions[name]
+    tool = actions.get(name)
+    if tool is not None:
         arguments: Empty = tool.input_type.model_validate(data)
-        return Invoke(action=name, rationale=rationale, input=arguments)
+        return _invoke(name, rationale, arguments)
     if name in skills:
         if data:
             raise ReplyRejected(f"loading the skill {name!r} takes no arguments")
         return Invoke(action=name, rationale=rationale)
+    choices = ", ".join(sorted([*actions, *skills])) or "(none)"
     if name in passive:
         parents = ", ".join(repr(p) for p in passive[name].chained_to)
         raise ReplyRejected(
@@ -124,6 +128,27 @@ def parse_action(
             f"choose one of: {choices}"
         )
     raise ReplyRejected(f"unknown action {name!r}; choose one of: {choices}")
+
+
+_new_invoke = Invoke.__new__
+_set_dict = object.__setattr__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+_INVOKE_SET = frozenset({"action", "rationale", "input"})
+
+
+def _invoke(action: str, rationale: str, arguments: Empty) -> Invoke:
+    """``Invoke(action=..., rationale=..., input=...)`` of values already validated (the two
+    strings checked above, the arguments by their model), without validating them again:
+    one per LLM step."""
+    invoke = _new_invoke(Invoke)
+    fields = {"truncation": None, "action": action, "rationale": rationale, "input": arguments}
+    _set_dict(invoke, "__dict__", fields)
+    _set_fields_set(invoke, set(_INVOKE_SET))
+    _set_extra(invoke, None)
+    _set_private(invoke, None)
+    return invoke
 
 
 def _is_json_object(value: object) -> TypeGuard[dict[str, Any]]:

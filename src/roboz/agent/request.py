@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from roboz.agent.client_tools import ClientToolError, ClientToolResult
-from roboz.agent.persistence import PersistedConversation, action_of
+from roboz.agent.rows import action_of
+from roboz.agent.transcript import Transcript
 from roboz.models import Message, Role
 from roboz.threads import (
     AgentGoal,
@@ -143,26 +144,25 @@ def check_results(
 
 
 def record_results(
-    conversation: PersistedConversation, offered: Sequence[Tool], results: Mapping[str, Any]
+    transcript: Transcript, offered: Sequence[Tool], results: Mapping[str, Any]
 ) -> tuple[Tool, ClientToolResult]:
     """Append the submitted result as the client tool's output; return the tool and the
     value its chain continues with. Checked again under the run's lease (another submission
     may have answered first)."""
     by_name = {tool.name: tool for tool in offered}
-    last = conversation[-1] if conversation else None
-    action = action_of(last) if last is not None else None
+    messages, last_seq, thread_id = transcript.messages, transcript.last_seq, transcript.thread_id
+    action = action_of(messages[-1]) if messages else None
     pending: dict[str, str] = {}
-    if action is not None and action[0] in by_name and conversation.last_seq is not None:
-        pending = {f"tu_{conversation.last_seq}": action[0]}
+    if action is not None and action[0] in by_name and last_seq is not None:
+        pending = {f"tu_{last_seq}": action[0]}
     if not pending:
         raise ClientToolError(
-            f"thread {conversation.thread_id!r} is not waiting for client tool results; "
-            "nothing was recorded"
+            f"thread {thread_id!r} is not waiting for client tool results; nothing was recorded"
         )
-    _mismatch(conversation.thread_id, pending, results)
+    _mismatch(str(thread_id), pending, results)
     ((use, name),) = pending.items()
     payload = results[use]
-    conversation.append(
+    transcript.append(
         Message(
             role=Role.TOOL,
             content=payload

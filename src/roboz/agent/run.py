@@ -33,13 +33,16 @@ from roboz.agent.initial_prompt import (
 )
 from roboz.agent.prompting import action_json, parse_action, render_system_prompt
 from roboz.agent.spec import RunSpec
-from roboz.agent.turn import Turn, sequence_numbers
+from roboz.agent.transcript import Transcript
+from roboz.agent.turn import Turn
 from roboz.agent.view import ConversationView
 from roboz.llm import LLMReplyError, ProviderRecord
 from roboz.llm.completion import REPLY_ERRORS, RepairBudget, reason_of, record_usage
 from roboz.models import Empty, Invoke, Message, Role, Stop, Str
-from roboz.models.values import images_of, result_text
+from roboz.models.messages import trusted_message
+from roboz.models.values import RawText, images_of, payload_json
 from roboz.runtime.events import (
+    EventPipe,
     LLMDelta,
     LLMProseDelta,
     LLMReplied,
@@ -48,7 +51,6 @@ from roboz.runtime.events import (
     SkillLoaded,
     ToolFinished,
     ToolStarted,
-    current_pipe,
     emit,
 )
 from roboz.runtime.prose import ProseStream
@@ -56,6 +58,7 @@ from roboz.runtime.usage import RunUsage, UsageRecorder
 from roboz.tools import Retry, Skill, Tool
 
 PROMPT_LLM = "prompt_llm"
+_ENDS = (Stop, ClientToolUse)  # what ends a chain (a tuple: isinstance on a union costs more)
 
 
 def run_graph(spec: RunSpec, client_tools: Sequence[Tool] = ()) -> ToolGraph:
@@ -88,12 +91,17 @@ def run_graph(spec: RunSpec, client_tools: Sequence[Tool] = ()) -> ToolGraph:
 
 
 class Scheduler:
-    """The loop of one run over its conversation: loaded skills, counters, the graph."""
+    """The loop of one run over its transcript: loaded skills, counters, the graph.
+
+    It reads the conversation as ``self.messages`` and adds to it only through
+    ``self.transcript.append`` (or a tool's own appends, handed over by ``adopt``), which is
+    where a persisted run's messages are committed.
+    """
 
     def __init__(
         self,
         spec: RunSpec,
-        messages: list[Message],
+        transcript: Transcript,
         cancel: threading.Event | None = None,
         driver: Driver | None = None,
         *,
@@ -101,11 +109,15 @@ class Scheduler:
         client_tools: Sequence[Tool] = (),
         goals: GoalKeeper | None = None,
         resume: tuple[Tool, ClientToolResult] | None = None,
+        pipe: EventPipe | None = None,
     ) -> None:
         self.spec = agent = spec
+        self.pipe = pipe if pipe is not None else EventPipe()
+        """The run's pipe: its events are built only while some sink hears them."""
         self.cancel = cancel or threading.Event()
         self.driver: Driver = driver or SyncDriver(self.cancel)
-        self.messages = messages
+        self.transcript = transcript
+        self.messages = transcript.messages
         self.turn = turn or Turn()
         self.client_tools = {t.name: t for t in client_tools}
         self.goals = goals
@@ -117,6 +129,8 @@ class Scheduler:
         self.repairs = RepairBudget(agent.max_repairs)
         self.recorder = UsageRecorder()
         self._system_record: ProviderRecord | None = None
+        self._menu: tuple[dict[str, Tool], dict[str, Skill], dict[str, Tool]] | None = None
+        self._heard = False  # whether the step in progress announces itself
         self._view = ConversationView(agent.endpoint) if agent.endpoint else None
         self.defaults = list(agent.default_tools)
         self._prompt_tool: Tool | None = None
@@ -133,27 +147,37 @@ class Scheduler:
 
     def actions(self) -> dict[str, Tool]:
         """Active tools the LLM can invoke: listed or loaded tools that are not chained."""
-        active = dict(self.client_tools)
-        active.update({t.name: t for t in self.spec.tools if not t.is_chained})
-        for skill in self.loaded:
-            active.update({t.name: t for t in skill.tools if not t.is_chained})
-        if self.spec.ask_user_tool is not None:
-            active[self.spec.ask_user_tool.name] = self.spec.ask_user_tool
-        return active
+        return dict(self._choices()[0])
 
     def offered_skills(self) -> dict[str, Skill]:
-        loaded = {skill.name for skill in self.loaded}
-        return {s.name: s for s in self.spec.skills if s.name not in loaded}
+        return dict(self._choices()[1])
 
     def passive(self) -> dict[str, Tool]:
-        return {name: t for name, t in self.graph.tools.items() if t.is_chained}
+        return dict(self._choices()[2])
+
+    def _choices(self) -> tuple[dict[str, Tool], dict[str, Skill], dict[str, Tool]]:
+        """The actions, offered skills and passive tools, kept until a skill is loaded (the
+        only change to them during a run): an LLM step reads them twice."""
+        choices = self._menu
+        if choices is None:
+            active = dict(self.client_tools)
+            active.update({t.name: t for t in self.spec.tools if not t.is_chained})
+            for skill in self.loaded:
+                active.update({t.name: t for t in skill.tools if not t.is_chained})
+            if self.spec.ask_user_tool is not None:
+                active[self.spec.ask_user_tool.name] = self.spec.ask_user_tool
+            loaded = {skill.name for skill in self.loaded}
+            offered = {s.name: s for s in self.spec.skills if s.name not in loaded}
+            passive = {name: t for name, t in self.graph.tools.items() if t.is_chained}
+            choices = self._menu = (active, offered, passive)
+        return choices
 
     def system_prompt(self) -> str:
         prompt = render_system_prompt(
             self.spec.system_prompt,
             automatic_tool_prompt=self.spec.automatic_tool_prompt,
-            actions=self.actions().values(),
-            offered_skills=self.offered_skills().values(),
+            actions=self._choices()[0].values(),
+            offered_skills=self._choices()[1].values(),
             loaded_skills=self.loaded,
         )
         context = self.turn.viewing_context
@@ -200,7 +224,7 @@ class Scheduler:
         """At a Stop: True when goals of the turn are unmet and the LLM was re-prompted."""
         if not isinstance(result, Stop) or self.goals is None:
             return False
-        return self.goals.reprompt(result, self.messages)
+        return self.goals.reprompt(result, self.transcript)
 
     async def follow(self, tool: Tool, output: Empty) -> Stop | ClientToolUse | None:
         """Continue after ``tool`` produced ``output`` (a client tool's submitted result)."""
@@ -218,11 +242,15 @@ class Scheduler:
         """Run ``tool`` and whatever its output leads to; Stop ends the run, and so does a
         client tool (the run waits for its result)."""
         current, how = tool, trigger
+        inline = self.driver.calls_inline
         while True:
-            output = await self.execute(current, value, how)
+            if inline and not current.is_async and current is not self._prompt_tool:
+                output = self.execute_inline(current, value, how)
+            else:
+                output = await self.execute(current, value, how)
             if output is None:
                 return None  # the tool asked the LLM to try again
-            if isinstance(output, Stop | ClientToolUse):
+            if isinstance(output, _ENDS):
                 return output
             if isinstance(output, Invoke):
                 target = self.resolve(output, current)
@@ -239,13 +267,14 @@ class Scheduler:
             current, value, how = child, output, "chained"
 
     def resolve(self, invoke: Invoke, caller: Tool) -> Tool | None:
-        skill = self.offered_skills().get(invoke.action)
+        actions, skills, _ = self._choices()
+        skill = skills.get(invoke.action)
         if skill is not None:
             self.steps += 1
             self.repairs.reset()
             self.load_skill(skill, announce=True)
             return None
-        target = self.actions().get(invoke.action) or self.graph.tools.get(invoke.action)
+        target = actions.get(invoke.action) or self.graph.tools.get(invoke.action)
         if (
             target is not None
             and target.name in self.client_tools
@@ -282,7 +311,50 @@ class Scheduler:
         )
 
     async def execute(self, tool: Tool, value: Empty, trigger: str) -> Empty | ClientToolUse | None:
-        await self.driver.pause()
+        driver = self.driver
+        if not driver.calls_inline:
+            await driver.pause()
+        begun = self._start_step(tool, value, trigger)
+        if isinstance(begun, ClientToolUse):
+            return begun
+        try:
+            if tool is self._prompt_tool:
+                output: Empty = await self._prompt_llm(value, self.messages)
+            else:
+                try:
+                    output = tool.checked(await driver.call_tool(tool, value, self.messages))
+                finally:
+                    self.transcript.adopt()  # what the tool appended to its messages itself
+        except AgentRunError:
+            raise
+        except Exception as error:
+            self._failed_step(tool, error)
+            return None
+        return self._finish_step(tool, output, trigger, begun)
+
+    def execute_inline(
+        self, tool: Tool, value: Empty, trigger: str
+    ) -> Empty | ClientToolUse | None:
+        """``execute`` for a sync tool under a driver that lets the scheduler call it itself
+        (``calls_inline``): the same step without a coroutine."""
+        begun = self._start_step(tool, value, trigger)
+        if isinstance(begun, ClientToolUse):
+            return begun
+        try:
+            try:
+                output = tool.checked(tool.func(value, self.messages))
+            finally:
+                self.transcript.adopt()  # what the tool appended to its messages itself
+        except AgentRunError:
+            raise
+        except Exception as error:
+            self._failed_step(tool, error)
+            return None
+        return self._finish_step(tool, output, trigger, begun)
+
+    def _start_step(self, tool: Tool, value: Empty, trigger: str) -> ClientToolUse | float:
+        """Count the step and announce it; the time it started (or, for a client tool, the
+        use the client answers: it never runs here)."""
         if self.cancel.is_set():
             raise self.cancelled_error()
         self.steps += 1
@@ -291,59 +363,63 @@ class Scheduler:
                 f"the run took more than {self.spec.max_steps} steps without a Stop",
                 messages=self.messages,
             )
-        name = self.spec.name
-        if self.client_tools.get(tool.name) is tool:
-            # Never run here: the action just recorded is the pending use the client answers.
-            seq = sequence_numbers(self.messages)[-1]
+        if self.client_tools and self.client_tools.get(tool.name) is tool:
+            # The action just recorded is the pending use the client answers.
+            seq = self.transcript.last_seq
             arguments = value.model_dump(mode="json", exclude={"truncation"})
             return ClientToolUse(tool_use_id=f"tu_{seq}", tool_name=tool.name, input=arguments)
-        emit(ToolStarted(agent=name, tool=tool.name, trigger=trigger))
-        started = time.perf_counter()
-        try:
-            if tool is self._prompt_tool:
-                output: Empty = await self._prompt_llm(value, self.messages)
-            else:
-                output = tool.checked(await self.driver.call_tool(tool, value, self.messages))
-        except AgentRunError:
-            raise
-        except Retry as retry:
+        pipe = self.pipe
+        # Asked once a step: a sink subscribed meanwhile hears from the next step on.
+        self._heard = heard = pipe.heard
+        if heard:
+            pipe.emit(ToolStarted(agent=self.spec.name, tool=tool.name, trigger=trigger))
+        return time.perf_counter()
+
+    def _failed_step(self, tool: Tool, error: Exception) -> None:
+        """A tool's Retry goes back to the LLM (the step then ends the chain); anything else
+        ends the run."""
+        if isinstance(error, Retry):
             if not self.spec.llm_driven:
                 raise ToolExecutionError(
-                    f"tool {tool.name!r} asked for a retry ({retry}), but a deterministic "
+                    f"tool {tool.name!r} asked for a retry ({error}), but a deterministic "
                     "agent has no LLM to correct",
                     tool=tool.name,
                     messages=self.messages,
-                ) from retry
-            self.reject(None, str(retry), what=f"call of {tool.name!r}", caller=tool.name)
+                ) from error
+            self.reject(None, str(error), what=f"call of {tool.name!r}", caller=tool.name)
             return None
-        except Exception as error:
-            if self.cancel.is_set():  # e.g. the endpoint gave up because we cancelled
-                raise self.cancelled_error() from error
-            raise ToolExecutionError(
-                f"tool {tool.name!r} failed: {type(error).__name__}: {error}",
-                tool=tool.name,
-                messages=self.messages,
-            ) from error
+        if self.cancel.is_set():  # e.g. the endpoint gave up because we cancelled
+            raise self.cancelled_error() from error
+        raise ToolExecutionError(
+            f"tool {tool.name!r} failed: {type(error).__name__}: {error}",
+            tool=tool.name,
+            messages=self.messages,
+        ) from error
+
+    def _finish_step(self, tool: Tool, output: Empty, trigger: str, started: float) -> Empty:
+        duration = time.perf_counter() - started
         if tool is self._first_prompt and isinstance(output, Str):
-            self.messages.append(first_message(output))
+            self.transcript.append(first_message(output))
         elif not tool.records_own_output:
-            self.messages.append(
-                Message.model_construct(
-                    role=Role.TOOL,
-                    content=result_text(output),
-                    images=images_of(output),
+            images = output.__dict__.get("images")
+            self.transcript.append(
+                trusted_message(
+                    Role.TOOL,
+                    output.value if isinstance(output, RawText) else payload_json(output),
+                    images=[] if images is None else images_of(output),
                     caller=tool.name,
                     truncation=output.truncation,
                     message_kind="tool_result",
-                )
+                ),
+                duration,
             )
         if trigger == "invoked":
             self.repairs.reset()  # the decision held: the next one gets the whole budget
-        emit(
-            ToolFinished(
-                agent=name, tool=tool.name, output=output, duration_s=time.perf_counter() - started
+        if self._heard:
+            event = ToolFinished(
+                agent=self.spec.name, tool=tool.name, output=output, duration_s=duration
             )
-        )
+            self.pipe.emit(event)
         return output
 
     def load_skill(self, skill: Skill, *, announce: bool) -> None:
@@ -353,10 +429,11 @@ class Scheduler:
             self.graph.add(item.tools, origin=f"skill {item.name!r}")
             self.loaded.append(item)
             self._system_record = None
+            self._menu = None
             emit(SkillLoaded(agent=self.spec.name, skill=item.name))
             if announce:
                 names = ", ".join(t.name for t in item.tools if not t.is_chained) or "none"
-                self.messages.append(
+                self.transcript.append(
                     Message(
                         role=Role.TOOL,
                         content=f"Skill {item.name!r} loaded; its instructions are in the "
@@ -392,32 +469,35 @@ class Scheduler:
         try:
             exchange = self.repairs.reject(reply, reason, model=model, what=what, caller=caller)
         except LLMReplyError as error:
-            self.messages.extend(error.exchange)
+            for message in error.exchange:
+                self.transcript.append(message)
             raise AgentReplyError(str(error), messages=self.messages) from error
-        self.messages.extend(exchange)
+        for message in exchange:
+            self.transcript.append(message)
 
     async def _prompt_llm(self, input: Empty, messages: list[Message]) -> Invoke:
         endpoint = self.spec.endpoint
         if endpoint is None or self._view is None:  # guarded at construction
             raise AgentConfigurationError("prompt_llm needs an agent_endpoint")
-        actions, skills, passive = self.actions(), self.offered_skills(), self.passive()
+        actions, skills, passive = self._choices()
         if self._system_record is None:
             self._system_record = {"role": "system", "content": self.system_prompt()}
         agent = self.spec.name
-        pipe = current_pipe()
-        wants_deltas = pipe is not None and pipe.wants_deltas
+        transcript = self.transcript
+        wants_deltas = transcript.streams or self.pipe.wants_deltas
         while True:
-            on_delta = _DeltaRelay(agent).feed if wants_deltas else None
+            on_delta = _DeltaRelay(agent, transcript).feed if wants_deltas else None
             records = self._view.records(messages, [self._system_record])
             self.llm_calls += 1
-            emit(
-                LLMRequested(
+            if transcript.streams or self.pipe.heard:
+                requested = LLMRequested(
                     agent=agent,
                     endpoint=endpoint.name,
                     model=endpoint.model_name,
                     messages=len(records),
                 )
-            )
+                transcript.on_reply(requested)
+                self.pipe.emit(requested)
             completion = await self.driver.complete(endpoint, records, on_delta)
             try:
                 invoke = parse_action(
@@ -429,10 +509,10 @@ class Scheduler:
                 continue
             record_usage(endpoint, completion)
             break
-        messages.append(
-            Message.model_construct(
-                role=Role.ASSISTANT,
-                content=action_json(invoke),
+        transcript.append(
+            trusted_message(
+                Role.ASSISTANT,
+                action_json(invoke),
                 images=[],
                 caller=PROMPT_LLM,
                 message_kind="action",
@@ -442,14 +522,14 @@ class Scheduler:
                 token_output=completion.usage.output_tokens,
             )
         )
-        emit(
-            LLMReplied(
+        if self.pipe.heard:
+            replied = LLMReplied(
                 agent=agent,
                 text=completion.text,
                 input_tokens=completion.usage.input_tokens,
                 output_tokens=completion.usage.output_tokens,
             )
-        )
+            self.pipe.emit(replied)
         return invoke
 
 
@@ -458,15 +538,21 @@ def _executed_by_the_run(input: Empty, messages: list[Message]) -> Invoke:
 
 
 class _DeltaRelay:
-    """Raw deltas of one reply as LLMDelta events, and its prose fields as LLMProseDelta."""
+    """Raw deltas of one reply as LLMDelta events, and its prose fields as LLMProseDelta,
+    to the run's transcript (a reply it keeps as it streams in) and its pipe."""
 
-    def __init__(self, agent: str) -> None:
+    def __init__(self, agent: str, transcript: Transcript) -> None:
         self._agent = agent
+        self._transcript = transcript
         self._prose = ProseStream()
 
     def feed(self, text: str) -> None:
-        agent = self._agent
-        emit(LLMDelta(agent=agent, text=text))
+        agent, transcript = self._agent, self._transcript
+        delta = LLMDelta(agent=agent, text=text)
+        transcript.on_reply(delta)
+        emit(delta)
         prose = self._prose
         for field, chunk in prose.feed(text):
-            emit(LLMProseDelta(agent=agent, field=field, text=chunk, action=prose.action))
+            event = LLMProseDelta(agent=agent, field=field, text=chunk, action=prose.action)
+            transcript.on_reply(event)
+            emit(event)

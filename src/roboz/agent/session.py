@@ -2,13 +2,14 @@
 
 An ``Agent`` is a definition shared by any number of concurrent runs; everything one run
 changes lives here: its conversation, cancel signal, driver, usage, thread id, turn and its
-own event pipe (a ``RunPipe`` over the agent's, so the run's thread and streams hear only
-this run and every event carries ``run_id``). ``Agent.invoke``/``ainvoke`` make one and
+own event pipe (a ``RunPipe`` over the agent's, so the run's streams hear only this run and
+every event carries ``run_id``). ``Agent.invoke``/``ainvoke`` make one and
 wait for it; ``Agent.start``/``astart`` hand it back while it runs.
 
 The run is given its three ports explicitly: the driver (sync, async or a durable one),
-the transcript (the conversation it appends to: a list in memory or a thread of the store)
-and the run context its tools reach (``roboz.agent.context``).
+the transcript (where its messages go: ``roboz.agent.transcript``; in memory, a thread of
+the store, or a durable turn's) and the run context its tools reach
+(``roboz.agent.context``).
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from roboz.agent.drivers import AsyncDriver, Driver, DriverFactory, SyncDriver, 
 from roboz.agent.errors import AgentCancelledError, AgentConfigurationError, AgentRunError
 from roboz.agent.goals import GoalKeeper, declare
 from roboz.agent.mode import AgentMode
-from roboz.agent.persistence import check_thread_id, persisted_conversation
+from roboz.agent.persistence import check_thread_id, store_transcript
 from roboz.agent.request import RunRequest, merged_scope, record_results, refuse_while_waiting
 from roboz.agent.run import Scheduler, run_graph
 from roboz.agent.spec import RunSpec
-from roboz.agent.turn import Turn, sequence_numbers, turn_start
+from roboz.agent.transcript import MemoryTranscript, Transcript
+from roboz.agent.turn import Turn, turn_start
 from roboz.agent.user import NoInputUserIO
 from roboz.models import Message, Stop
 from roboz.runtime.events import (
@@ -278,14 +280,14 @@ class AgentRun:
                     f"agent {spec.name!r}: client tools need a store: the run waits for their "
                     "results in its thread (Agent(..., store=...))"
                 )
-            conversation = _conversation(self._given, spec.initial_messages)
+            in_memory = MemoryTranscript(_conversation(self._given, spec.initial_messages))
             turn = Turn(scope=scope, viewing_context=request.viewing_context)
-            return await self.run_turn(conversation, driver, turn, offered)
+            return await self.run_turn(in_memory, driver, turn)
         if results is None:
             refuse_while_waiting(store, thread_id)
-        with persisted_conversation(
-            spec, store, self.pipe, self._given, thread_id, request.viewing_context
-        ) as conversation:
+        with store_transcript(
+            spec, store, self._given, thread_id, request.viewing_context
+        ) as transcript:
             if request.client_tools or request.scope or request.viewing_context:
                 store.set_run_context(thread_id, request.context())
             tasks, goals = store.get_tasks_and_goals(thread_id)
@@ -299,45 +301,48 @@ class AgentRun:
             )
             resume = None
             if results is not None:
-                resume = record_results(conversation, offered, results)
+                resume = record_results(transcript, offered, results)
                 store.set_run_context(thread_id, request.context())  # no longer waiting
-            result = await self.run_turn(conversation, driver, turn, offered, resume)
+            result = await self.run_turn(transcript, driver, turn, resume)
             if isinstance(result, ClientToolTurn):
                 waiting = [use.tool_use_id for use in result.pending]
                 store.set_run_context(thread_id, request.context(waiting))
-                conversation.end_status = AgentThreadStatus.CLIENT_TOOL_TURN
+                transcript.end_status = AgentThreadStatus.CLIENT_TOOL_TURN
             else:
-                conversation.end_status = turn.end_status
+                transcript.end_status = turn.end_status
             return result
 
     async def run_turn(
         self,
-        conversation: list[Message],
+        transcript: Transcript,
         driver: DriverFactory,
         turn: Turn,
-        offered: list[Tool],
         resume: tuple[Tool, ClientToolResult] | None = None,
     ) -> RunResult:
-        """One turn of the run on ``conversation`` (its transcript) with ``driver``: what
-        ``invoke`` runs once the thread is open, and a durable workflow runs on its own
-        transcript and driver."""
+        """One turn of this run on the ports it is given: its ``transcript`` (where its
+        messages go), its ``driver`` and its ``turn`` (the thread's scope, tasks and goals).
+        ``invoke`` runs it once the thread is open; a host that keeps the thread itself (a
+        durable workflow, on its own transcript and driver) calls it directly. ``resume`` is
+        the client tool whose submitted result the transcript just recorded
+        (``roboz.agent.request.record_results``)."""
         spec = self.spec
+        conversation = transcript.messages
         self._messages = conversation
         self.turn = turn
-        seqs = sequence_numbers(conversation)
-        turn.turn_seq = seqs[turn_start(conversation)] if seqs else 0
+        turn.turn_seq = transcript.seq(turn_start(conversation)) if conversation else 0
         for goal in self.request.goals:
             declare(turn, goal, spec.goal_checks)
         budget = spec.max_goal_prompts if spec.llm_driven else 0
         keeper = GoalKeeper(turn, spec.goal_checks, budget, spec.name)
-        result = await self._run_on(conversation, driver, turn, offered, keeper, resume)
+        offered = client_tools(self.request.client_tools)
+        result = await self._run_on(transcript, driver, turn, offered, keeper, resume)
         if isinstance(result, ClientToolUse):
             return ClientToolTurn(turn.thread_id, [result], conversation)
         return result, conversation
 
     async def _run_on(
         self,
-        conversation: list[Message],
+        transcript: Transcript,
         driver: DriverFactory,
         turn: Turn,
         offered: list[Tool],
@@ -360,6 +365,7 @@ class AgentRun:
             goal_checks=spec.goal_checks,
             user_io=user_io,
             pipe=pipe,
+            transcript=transcript,
         )
         with use_pipe(pipe), use_user_io(user_io), use_run(context):
             pipe.emit(AgentStarted(agent=spec.name, mode=spec.mode.value))
@@ -368,13 +374,14 @@ class AgentRun:
                 run_driver.interrupt()
             scheduler = Scheduler(
                 spec,
-                conversation,
+                transcript,
                 cancel,
                 run_driver,
                 turn=turn,
                 client_tools=offered,
                 goals=goals,
                 resume=resume,
+                pipe=pipe,
             )
             self._scheduler = scheduler
             try:

@@ -59,12 +59,6 @@ class Turn:
         return [g for g in self.goals if g.message_sequence_num == self.turn_seq]
 
 
-def sequence_numbers(messages: Sequence[Message]) -> list[int]:
-    """The thread sequence number of each message (list positions when not persisted)."""
-    seqs = getattr(messages, "_seqs", None)
-    return list(seqs) if seqs is not None else list(range(len(messages)))
-
-
 def turn_start(messages: Sequence[Message]) -> int:
     """Index of the user message that opened the current turn (0 when there is none).
 

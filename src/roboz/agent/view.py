@@ -7,9 +7,10 @@ and only messages whose truncation has not reached its final form are looked at 
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from roboz.llm import EndpointLike, ProviderRecord, default_messages_scrubber, to_records
+from roboz.llm.completion import to_record
 from roboz.models import Message, Role, Severity
 
 _T = TypeVar("_T")
@@ -63,6 +64,7 @@ class ConversationView:
         self._stored: list[Message] = []
         self._visible: list[Message | None] = []
         self._records: list[ProviderRecord | None] = []
+        self._removed = 0  # how many of the records are None (messages removed from view)
         self._pending: list[int] = []
         self._head_end: int | None = None  # index of the first assistant message
         self._compacted: int | None = None  # index of the latest compacted message
@@ -78,6 +80,7 @@ class ConversationView:
             self._stored.append(message)
             self._visible.append(None)
             self._records.append(None)
+            self._removed += 1
             self._refresh(index)
             if not _settled(message):
                 self._pending.append(index)
@@ -101,22 +104,29 @@ class ConversationView:
         visible = render_for_llm(self._stored[index])
         self._visible[index] = visible
         if self._per_message:
-            self._records[index] = (
-                None if visible is None else to_records(self._endpoint, [visible])[0]
-            )
+            record = None if visible is None else to_record(self._endpoint, visible)
+            before = self._records[index]
+            self._records[index] = record
+            self._removed += (record is None) - (before is None)
 
     def records(self, messages: list[Message], head: list[ProviderRecord]) -> list[ProviderRecord]:
         """Records for one LLM call (``head`` first, e.g. the system prompt), counting the
         showing for messages whose truncation depends on it."""
         self._sync(messages)
+        records: list[ProviderRecord]
         if self._per_message:
-            # C-level: keeps late calls as cheap as early
-            body = list(filter(None, self._shown(self._records)))
+            shown = self._shown(self._records)
+            # C-level copies, so late calls cost as little as early ones: one when every
+            # message is shown (no None among the records), two when some are removed.
+            if self._removed:
+                records = [*head, *filter(None, shown)]
+            else:
+                records = [*head, *cast("list[ProviderRecord]", shown)]
         else:
             visible = [message for message in self._shown(self._visible) if message is not None]
-            body = to_records(self._endpoint, visible)
+            records = head + to_records(self._endpoint, visible)
         self._count_showing()
-        return head + body
+        return records
 
     def _count_showing(self) -> None:
         still_pending: list[int] = []

@@ -210,6 +210,7 @@ class DurableClient:
         import psycopg
 
         from roboz.durable.waiting import take
+        from roboz.threads.turn_rows import connection
 
         answered = sorted(results)
         if turn is None:
@@ -218,7 +219,7 @@ class DurableClient:
         found = self.dbos.list_workflows(workflow_ids=[wid], load_input=False, load_output=False)
         if not found:  # checked before enqueueing: a wrong submission leaves nothing behind
             with psycopg.connect(self.url) as conn, conn.transaction():
-                take(conn, self.schema, thread_id, answered)
+                take(connection(conn, self.schema), thread_id, answered)
                 raise psycopg.Rollback()  # only checked: the turn's begin takes the results
         return self._enqueue(wid, agent, "", thread_id, None, None, dict(results))
 
@@ -253,6 +254,7 @@ class DurableClient:
         import psycopg
 
         from roboz.durable.cancel import end_cancelled
+        from roboz.threads.turn_rows import connection
 
         before = self._status(workflow_id)
         if before in _FINISHED:
@@ -270,7 +272,7 @@ class DurableClient:
         self.dbos.send(workflow_id, CancelSignal(), ANSWER_TOPIC, f"{workflow_id}:cancel")
         thread_id = workflow_id.split("/", 1)[0]
         with psycopg.connect(self.url) as conn, conn.transaction():
-            end_cancelled(conn, self.schema, thread_id, workflow_id)
+            end_cancelled(connection(conn, self.schema), thread_id, workflow_id)
         again = " (it was cancelled before)" if before == "CANCELLED" else ""
         return Cancelled(workflow_id, True, after, f"turn {workflow_id!r} cancelled{again}")
 

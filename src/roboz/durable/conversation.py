@@ -3,7 +3,7 @@
 Every message a turn adds gets its thread sequence number when it is appended: the turn's
 first sequence number (recorded by the turn's first step) plus its position in the turn. A
 replayed turn appends the same messages in the same order, so they get the same numbers.
-Messages are written in batches by :meth:`DurableConversation.flush`.
+Messages are written in batches by :meth:`DurableTranscript.flush`.
 
 Which DBOS construct gives exactly-once thread writes (checked against DBOS 3.4's code and by
 ``tests/durable/test_runs.py``):
@@ -38,10 +38,11 @@ so the next turn truncates them as this one left them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, SupportsIndex
 
-from roboz.agent.persistence import extras_of, thread_row
+from roboz.agent.rows import extras_of, thread_row, unsettled
+from roboz.agent.transcript import AppendOnlyList, take_new
 from roboz.models import Message
+from roboz.runtime.events import LLMDelta, LLMProseDelta, LLMRequested
 from roboz.threads.record import AgentThreadStatus
 
 Row = tuple[int, str, str, str]
@@ -51,14 +52,12 @@ Updated = tuple[int, str]
 Write = Callable[[list[Row], list[Updated], AgentThreadStatus | None], None]
 
 
-def _unsettled(message: Message) -> bool:
-    truncation = message.truncation
-    return truncation is not None and not truncation.applies(message.times_shown)
+class DurableTranscript:
+    """A turn's transcript: the thread as it was when the turn began, then the turn's
+    messages, each numbered on ``append`` and written by ``flush`` (a reply streaming in is
+    not kept: a replayed LLM step would not stream it again)."""
 
-
-class DurableConversation(list[Message]):
-    """A turn's conversation: the thread as it was when the turn began, then the turn's
-    messages, each numbered on append and written by ``flush``."""
+    streams = False
 
     def __init__(
         self,
@@ -67,52 +66,56 @@ class DurableConversation(list[Message]):
         write: Write,
         thread_id: str | None = None,
     ) -> None:
-        super().__init__(messages)
+        self.messages: list[Message] = AppendOnlyList(messages)
         self.thread_id = thread_id
-        self._seqs = list(seqs)  # read by roboz.agent.turn.sequence_numbers
-        self._written = len(self)
+        self._seqs = list(seqs)
+        self._written = len(self.messages)
         self._next_seq = (self._seqs[-1] + 1) if self._seqs else 0
         self._runtime_ms: dict[int, int] = {}
         self._write = write  # one recorded transaction
-        self._watched = {i: extras_of(m) for i, m in enumerate(self) if _unsettled(m)}
+        self._watched = {i: extras_of(m) for i, m in enumerate(self.messages) if unsettled(m)}
 
     @property
     def last_seq(self) -> int | None:
         return self._seqs[-1] if self._seqs else None
 
-    def append(self, message: Message) -> None:
-        super().append(message)
+    def seq(self, index: int) -> int:
+        return self._seqs[index]
+
+    def append(self, message: Message, runtime_s: float = 0.0) -> None:
+        # ``runtime_s`` as the loop measured it is left out: a replay measures another, and
+        # a row must be the same however often its turn ran. A tool step's runtime is the
+        # recorded one (``note_runtime``).
+        self.messages.append(message)
+        self._number()
+
+    def adopt(self) -> None:
+        recorded = len(self._seqs)
+        last = self.messages[recorded - 1] if recorded else None
+        for _ in take_new(self.messages, recorded, last):
+            self._number()
+
+    def on_reply(self, event: LLMRequested | LLMDelta | LLMProseDelta) -> None:
+        return None
+
+    def _number(self) -> None:
         self._seqs.append(self._next_seq)
         self._next_seq += 1
 
-    def extend(self, messages: Iterable[Message]) -> None:
-        for message in messages:
-            self.append(message)
-
-    def __iadd__(self, messages: Iterable[Message]) -> DurableConversation:  # type: ignore[override,misc]
-        self.extend(messages)
-        return self
-
-    def _refuse(self, *args: object, **kwargs: object) -> Any:
-        raise TypeError("a durable turn's conversation only grows by append/extend")
-
-    insert = remove = clear = sort = reverse = __setitem__ = __delitem__ = _refuse  # pyright: ignore[reportAssignmentType]
-
-    def pop(self, index: SupportsIndex = -1) -> Message:
-        return self._refuse()  # type: ignore[no-any-return,unused-ignore]
-
     def note_runtime(self, runtime_ms: int) -> None:
-        """The tool that just ran took ``runtime_ms``; its result is the next message."""
-        self._runtime_ms[len(self)] = runtime_ms
+        """The tool step that just ran took ``runtime_ms`` (as recorded); its result is the
+        next message."""
+        self._runtime_ms[len(self.messages)] = runtime_ms
 
     def pending_rows(self) -> list[Row]:
         rows: list[Row] = []
-        for index in range(self._written, len(self)):
-            previous = (self._seqs[index - 1], self[index - 1]) if index else None
+        messages = self.messages
+        for index in range(self._written, len(messages)):
+            previous = (self._seqs[index - 1], messages[index - 1]) if index else None
             seq = self._seqs[index]
-            row = thread_row(self[index], seq, previous, self._runtime_ms.pop(index, 0))
+            row = thread_row(messages[index], seq, previous, self._runtime_ms.pop(index, 0))
             rows.append((seq, row.role.value, row.content, row.extras))
-            if _unsettled(self[index]):
+            if unsettled(messages[index]):
                 self._watched[index] = row.extras
         return rows
 
@@ -122,12 +125,12 @@ class DurableConversation(list[Message]):
         for index, written in list(self._watched.items()):
             if index >= self._written:
                 continue
-            message = self[index]
+            message = self.messages[index]
             extras = extras_of(message)
             if extras != written:
                 changed.append((self._seqs[index], extras))
                 self._watched[index] = extras
-            if not _unsettled(message):
+            if not unsettled(message):
                 del self._watched[index]
         return changed
 
@@ -139,4 +142,4 @@ class DurableConversation(list[Message]):
         if not rows and not updated and status is None:
             return
         self._write(rows, updated, status)
-        self._written = len(self)
+        self._written = len(self.messages)

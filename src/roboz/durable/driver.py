@@ -18,7 +18,7 @@ scheduler, which is deterministic given its inputs).
   write.
 - ``ask_user`` runs inline too: it waits with DBOS ``recv``, which DBOS records itself.
 - A tool step first writes the messages appended since the last write to the thread
-  (``DurableConversation.flush``), so the thread shows the action a tool is running while it
+  (``DurableTranscript.flush``), so the thread shows the action a tool is running while it
   runs. That write is part of the step, not a step of its own (``roboz.durable.step_writes``:
   one transaction, idempotent, redone if the step is). The writes before
   ``ask_user`` and at the end of the turn are recorded steps. With ``progress=False``
@@ -42,7 +42,7 @@ from typing import Any
 from dbos import DBOS
 
 from roboz.agent.drivers import SyncDriver, drive
-from roboz.durable.conversation import DurableConversation
+from roboz.durable.conversation import DurableTranscript
 from roboz.durable.keys import step_key
 from roboz.llm import Completion, EndpointLike, ProviderRecord
 from roboz.llm.endpoint import DeltaCallback
@@ -96,10 +96,12 @@ class ReplayGate:
 
 
 class DurableDriver(SyncDriver):
+    calls_inline = False  # every tool call goes through call_tool: a step, or inline by rule
+
     def __init__(
         self,
         cancel: threading.Event,
-        conversation: DurableConversation,
+        transcript: DurableTranscript,
         inline: Sequence[Tool],
         gate: ReplayGate,
         *,
@@ -108,7 +110,7 @@ class DurableDriver(SyncDriver):
     ) -> None:
         super().__init__(cancel)
         self._gate = gate
-        self._conversation = conversation
+        self._transcript = transcript
         self._inline = {id(t) for t in inline}
         self._replayed = {id(t) for t in replayed}
         self._progress = progress
@@ -117,7 +119,7 @@ class DurableDriver(SyncDriver):
         if tool.pure or id(tool) in self._replayed:
             return await super().call_tool(tool, value, messages)
         if id(tool) in self._inline:  # ask_user: waits on DBOS recv, which DBOS records
-            self._conversation.flush()  # the question is in the thread while the turn waits
+            self._transcript.flush()  # the question is in the thread while the turn waits
             return await super().call_tool(tool, value, messages)
         outcome: ToolOutcome = DBOS.run_step(
             {"name": TOOL_STEP + tool.name}, self._tool_step, tool, value, messages
@@ -126,13 +128,13 @@ class DurableDriver(SyncDriver):
             raise Retry(outcome.retry)
         if outcome.error is not None:
             raise StepFailedError(outcome.error)
-        self._conversation.note_runtime(outcome.runtime_ms)
+        self._transcript.note_runtime(outcome.runtime_ms)
         return outcome.output
 
     def _tool_step(self, tool: Tool, value: Empty, messages: list[Message]) -> ToolOutcome:
         self._gate.open()
         if self._progress:  # inside the step, where the write needs no record of its own
-            self._conversation.flush()
+            self._transcript.flush()
         key = f"{DBOS.workflow_id}:{DBOS.step_id}"
         started = time.perf_counter()
         with step_key(key):

@@ -19,6 +19,7 @@ deployment: a turn is only resumed by workers of the version that started it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -43,8 +44,9 @@ def default_version() -> str:
 
 
 class _Statements:
-    """Runs ``turn_rows``' SQL on a datasource transaction's connection, through SQLAlchemy,
-    so a lost connection surfaces as the DBAPIError that DBOS retries the transaction on."""
+    """Runs the thread store's SQL (``turn_rows.connection``) on a datasource transaction's
+    connection, through SQLAlchemy, so a lost connection surfaces as the DBAPIError that
+    DBOS retries the transaction on."""
 
     def __init__(self, session: Any) -> None:
         self._conn = session.connection()
@@ -166,7 +168,7 @@ class DurableRuns:
     # -- what the workflow needs ---------------------------------------------------------------
 
     def _host(self) -> Host:
-        from roboz.agent.persistence import restore, thread_row
+        from roboz.agent.rows import restore, thread_row
         from roboz.durable import cancel, waiting
         from roboz.threads import turn_rows
 
@@ -192,13 +194,14 @@ class DurableRuns:
             ran: Callable[[], None],
         ) -> Started:
             ran()
-            cancel.guard(raw, workflow_id)
-            held, _ = cancel.holder(raw, schema, thread_id)
+            conn = turn_rows.connection(raw, schema)
+            cancel.guard(conn, workflow_id)
+            held = turn_rows.holder(conn, thread_id)
             if held is not None and held != workflow_id:  # its canceller died before ending it
-                cancel.end_cancelled(raw, schema, thread_id, held)
-            context = waiting.take(raw, schema, thread_id, answered)
-            rows, first = turn_rows.begin_turn(raw, schema, thread_id, created_by=created_by)
-            cancel.mark(raw, schema, thread_id, workflow_id)
+                cancel.end_cancelled(conn, thread_id, held)
+            context = waiting.take(conn, thread_id, answered)
+            rows, first = turn_rows.begin_turn(conn, thread_id, created_by=created_by)
+            turn_rows.mark(conn, thread_id, workflow_id)
             history, seqs = restore(rows)
             new = [] if user is None else [*([] if rows else initial), user]
             previous = (seqs[-1], history[-1]) if history else None
@@ -208,9 +211,9 @@ class DurableRuns:
                 row = thread_row(message, seq, previous, 0)
                 written.append((seq, row.role.value, row.content, row.extras))
                 previous = (seq, message)
-            turn_rows.write_rows(raw, schema, thread_id, written)
-            tasks, goals = raw.execute(
-                f'SELECT tasks, goals FROM "{schema}".threads WHERE thread_id = %s', (thread_id,)
+            turn_rows.write_rows(conn, thread_id, written)
+            tasks, goals = conn.execute(
+                "SELECT tasks, goals FROM threads WHERE thread_id = ?", (thread_id,)
             ).fetchone()
             return Started(rows, new, first, tasks or "[]", goals or "[]", context)
 
@@ -225,21 +228,16 @@ class DurableRuns:
             ran: Callable[[], None],
         ) -> int:
             ran()
-            cancel.guard(raw, workflow_id)
-            count = turn_rows.write_rows(raw, schema, thread_id, rows, updated)
+            conn = turn_rows.connection(raw, schema)
+            cancel.guard(conn, workflow_id)
+            count = turn_rows.write_rows(conn, thread_id, rows, updated)
             tasks, goals, context = snapshot
-            for part, value in (("tasks", tasks), ("goals", goals)):
-                if value is not None:  # the turn's task list or goals changed
-                    raw.execute(
-                        f'UPDATE "{schema}".threads SET revision = revision + 1, {part} = %s, '
-                        f"{part}_revision = revision + 1 WHERE thread_id = %s",
-                        (value, thread_id),
-                    )
+            if tasks is not None or goals is not None:  # the turn's task list or goals changed
+                turn_rows.set_snapshot(conn, thread_id, tasks, goals)
             if context is not None:  # the client tool uses the thread now waits for
-                waiting.keep(raw, schema, thread_id, context)
+                turn_rows.set_run_context(conn, thread_id, json.loads(context))
             if status is not None:
-                turn_rows.end_turn(raw, schema, thread_id, status)
-                cancel.mark(raw, schema, thread_id, None)
+                turn_rows.end_turn(conn, thread_id, status)
             return count
 
         def recorded(name: str, body: Callable[Concatenate[Any, P], T]) -> Callable[P, T]:

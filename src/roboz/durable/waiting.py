@@ -12,23 +12,18 @@ the thread waits, as ``Agent.invoke`` refuses it.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from roboz.agent.client_tools import ClientToolError
-from roboz.threads.postgres import _WRITE_LOCK, _key  # pyright: ignore[reportPrivateUsage]
+from roboz.threads import turn_rows
+from roboz.threads._sql import Conn
 from roboz.threads.record import AgentThreadStatus
 
 
-def take(raw: Any, schema: str, thread_id: str, answered: list[str] | None) -> str:
+def take(conn: Conn, thread_id: str, answered: list[str] | None) -> str:
     """The thread's run context (JSON) for a turn beginning now: for a continuation
     (``answered``: the tool use ids it brings results for) it must answer exactly what the
     thread waits for, and the wait ends; a new turn must find the thread not waiting."""
-    raw.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_WRITE_LOCK, _key(thread_id) & 0x7FFFFFFF))
-    row = raw.execute(
-        f'SELECT status, meta FROM "{schema}".threads WHERE thread_id = %s', (thread_id,)
-    ).fetchone()
-    status = None if row is None else str(row[0])
-    context: dict[str, Any] = {} if row is None else json.loads(row[1]).get("run_context") or {}
+    status, context = turn_rows.run_context(conn, thread_id)
     pending = sorted(context.get("waiting_for") or ())
     waits = status == AgentThreadStatus.CLIENT_TOOL_TURN.value and bool(pending)
     if answered is None:
@@ -48,14 +43,5 @@ def take(raw: Any, schema: str, thread_id: str, answered: list[str] | None) -> s
             f"thread {thread_id!r} waits for results of {pending}, not {sorted(answered)}; "
             "nothing was recorded"
         )
-    keep(raw, schema, thread_id, json.dumps({**context, "waiting_for": []}))
+    turn_rows.set_run_context(conn, thread_id, {**context, "waiting_for": []})
     return json.dumps(context)
-
-
-def keep(raw: Any, schema: str, thread_id: str, context: str) -> None:
-    """Set the thread's run context (JSON)."""
-    raw.execute(
-        f'UPDATE "{schema}".threads SET meta = (meta::jsonb || '
-        "jsonb_build_object('run_context', %s::jsonb))::text WHERE thread_id = %s",
-        (context, thread_id),
-    )

@@ -27,7 +27,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS
 from pydantic import TypeAdapter
@@ -42,7 +42,7 @@ from roboz.agent.run import run_graph
 from roboz.agent.tasks import TASK_TOOLS
 from roboz.agent.turn import Turn
 from roboz.durable.cancel import cancelled
-from roboz.durable.conversation import DurableConversation, Row, Updated
+from roboz.durable.conversation import DurableTranscript, Row, Updated
 from roboz.durable.driver import DurableDriver, ReplayGate
 from roboz.durable.errors import DurableError
 from roboz.durable.keys import in_step
@@ -240,7 +240,7 @@ def run_turn(
 ) -> TurnResult:
     """One turn: the user's ``text``, or (``results`` given) the continuation of a turn that
     waits for client tool results, with those results."""
-    from roboz.agent.persistence import restore
+    from roboz.agent.rows import restore
 
     host = _current_host()
     agent = host.agents.get(agent_name)
@@ -275,41 +275,42 @@ def run_turn(
         goals=_GOALS.validate_json(started.goals),
     )
     writer = _writer(host, workflow_id, thread_id, gate, turn)
-    conversation = DurableConversation([*history, *new], seqs, writer, thread_id)
+    transcript = DurableTranscript([*history, *new], seqs, writer, thread_id)
     if results is not None:  # the client tools the waiting turn offered
         request = RunRequest.from_context(json.loads(started.context))
     offered = offer_client_tools(request.client_tools)
     resume = None
     if results is not None:
-        resume = record_results(cast(Any, conversation), offered, results)
+        resume = record_results(transcript, offered, results)
     inline = [agent.ask_user_tool] if agent.ask_user_tool is not None else []
 
     def factory(cancel: threading.Event) -> DurableDriver:
         return DurableDriver(
-            cancel, conversation, inline, gate, progress=host.progress, replayed=TASK_TOOLS
+            cancel, transcript, inline, gate, progress=host.progress, replayed=TASK_TOOLS
         )
 
     # A run of its own, its events through the replay gate (which passes them on to the
-    # agent's pipe once the turn is live).
+    # agent's pipe once the turn is live), on the turn's own ports: its transcript, driver
+    # and turn.
     run = agent.new_run(request=request, event_pipe=EventPipe([gate]))
     try:
         with use_user_io(DurableUserIO(host.ask_timeout_s)):
-            result = drive(run.run_turn(conversation, factory, turn, offered, resume))
+            result = drive(run.run_turn(transcript, factory, turn, resume))
     except AgentRunError as error:
-        conversation.flush(AgentThreadStatus.USER_TURN)
+        transcript.flush(AgentThreadStatus.USER_TURN)
         raise TurnFailedError(f"agent {agent.name!r}: {error}") from None
     first = started.first_seq + len(new) - 1 if new else started.first_seq
     if isinstance(result, ClientToolTurn):
         pending = tuple(result.pending)
         turn.context = json.dumps(request.context([use.tool_use_id for use in pending]))
-        conversation.flush(AgentThreadStatus.CLIENT_TOOL_TURN)
-        last = conversation.last_seq
+        transcript.flush(AgentThreadStatus.CLIENT_TOOL_TURN)
+        last = transcript.last_seq
         return TurnResult(
             workflow_id, thread_id, None, first, first if last is None else last, pending
         )
-    conversation.flush(turn.end_status)
+    transcript.flush(turn.end_status)
     stop, _ = result
-    last = conversation.last_seq
+    last = transcript.last_seq
     return TurnResult(workflow_id, thread_id, stop, first, first if last is None else last)
 
 

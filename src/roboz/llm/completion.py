@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 from roboz.llm.endpoint import Completion, DeltaCallback, EndpointLike, TokenUsage
 from roboz.llm.errors import LLMReplyError
 from roboz.llm.records import (
+    PROVIDER_ROLE,
     ProviderRecord,
     check_image_roles,
     default_messages_scrubber,
@@ -39,6 +40,26 @@ def to_records(endpoint: EndpointLike, messages: Sequence[Message]) -> list[Prov
         records = [_without_images(record) for record in records]
     check_image_roles(records)
     return records
+
+
+def to_record(endpoint: EndpointLike, message: Message) -> ProviderRecord:
+    """``to_records(endpoint, [message])[0]`` for an endpoint with the default scrubber, built
+    directly (the agent's view renders each message once, on every LLM step)."""
+    content = message.content
+    if message.role is Role.TOOL and message.caller:
+        content = f"[{message.caller} result] {content}"
+    images = message.images
+    record: ProviderRecord = {
+        "role": PROVIDER_ROLE[message.role],
+        "content": content,
+        "images": list(images),
+    }
+    if not images:
+        return record if endpoint.accepts_images else _without_images(record)
+    if not endpoint.accepts_images:
+        return _without_images(record)
+    check_image_roles([record])
+    return record
 
 
 def _without_images(record: ProviderRecord) -> ProviderRecord:

@@ -16,7 +16,7 @@ class ProviderRecord(TypedDict):
 
 MessagesScrubber = Callable[[Sequence[Message]], list[ProviderRecord]]
 
-_PROVIDER_ROLE: dict[Role, Literal["system", "user", "assistant"]] = {
+PROVIDER_ROLE: dict[Role, Literal["system", "user", "assistant"]] = {
     Role.SYSTEM: "system",
     Role.USER: "user",
     Role.ASSISTANT: "assistant",
@@ -35,7 +35,7 @@ def default_messages_scrubber(messages: Sequence[Message]) -> list[ProviderRecor
             content = f"[{message.caller} result] {content}"
         records.append(
             {
-                "role": _PROVIDER_ROLE[message.role],
+                "role": PROVIDER_ROLE[message.role],
                 "content": content,
                 "images": list(message.images),
             }

@@ -70,6 +70,52 @@ class Message(BaseModel):
         ) -> None: ...
 
 
+_GIVEN = frozenset(Message.model_fields) - {"times_shown"}
+_new = Message.__new__
+_set_dict = object.__setattr__
+# BaseModel's own slots, set through their descriptors as pydantic's construction sets them.
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+def trusted_message(
+    role: Role,
+    content: str,
+    *,
+    images: list[Image],
+    caller: str | None,
+    message_kind: str,
+    truncation: Truncation | None = None,
+    endpoint: str | None = None,
+    model: str | None = None,
+    token_input: int | None = None,
+    token_output: int | None = None,
+) -> Message:
+    """A Message from values already of the fields' types, without validation: what
+    ``Message.model_construct`` makes, built directly (the agent loop makes one per step,
+    and pydantic's generic construction costs several times a hand-written one)."""
+    message = _new(Message)
+    fields = {
+        "role": role,
+        "content": content,
+        "images": images,
+        "caller": caller,
+        "truncation": truncation,
+        "message_kind": message_kind,
+        "endpoint": endpoint,
+        "model": model,
+        "token_input": token_input,
+        "token_output": token_output,
+        "times_shown": 0,
+    }
+    _set_dict(message, "__dict__", fields)
+    _set_fields_set(message, set(_GIVEN))
+    _set_extra(message, None)
+    _set_private(message, None)
+    return message
+
+
 def filter_messages(
     *,
     messages: Iterable[Message],

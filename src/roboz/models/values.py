@@ -67,9 +67,12 @@ class Invoke(Empty):
     input: SkipJsonSchema[Empty] = Field(default_factory=Empty)
 
 
+_NOT_PAYLOAD = set(RUNTIME_FIELDS) | {"images"}  # never mutated: built once, not per call
+
+
 def payload_json(value: Empty) -> str:
     """The JSON the LLM sees for a value: no runtime metadata, no image attachments."""
-    return value.model_dump_json(exclude=set(RUNTIME_FIELDS) | {"images"})
+    return value.model_dump_json(exclude=_NOT_PAYLOAD)
 
 
 def result_text(value: Empty) -> str:
@@ -80,7 +83,9 @@ def result_text(value: Empty) -> str:
 
 def images_of(value: BaseModel) -> list[Image]:
     """Images a value carries at its top level (result attachments)."""
-    images: object = getattr(value, "images", None)
+    # Read from the fields, not getattr: a model without the field answers getattr through
+    # pydantic's __getattr__ and an AttributeError, on every step of a run.
+    images: object = value.__dict__.get("images")
     if isinstance(images, list):
         found = list(cast("list[object]", images))
         if all(isinstance(image, Image) for image in found):

@@ -146,6 +146,12 @@ class EventPipe:
         return self._sinks
 
     @property
+    def heard(self) -> bool:
+        """Whether an event emitted now reaches any sink (a run builds the events of every
+        step only when one does)."""
+        return bool(self._sinks)
+
+    @property
     def wants_deltas(self) -> bool:
         """True when some sink consumes LLM deltas, so endpoints should stream.
 
@@ -164,10 +170,10 @@ class EventPipe:
 
 class RunPipe(EventPipe):
     """The pipe of one run: stamps each event with the run's id, hands it to the run's own
-    sinks (its persisted thread, a stream's queue), then to the agent's pipe.
+    sinks (e.g. a stream's queue), then to the agent's pipe.
 
-    Concurrent runs of one agent share the agent's pipe; what belongs to a single run (its
-    thread's rows, a stream) subscribes here, so it never hears another run.
+    Concurrent runs of one agent share the agent's pipe; what belongs to a single run (a
+    stream of its events) subscribes here, so it never hears another run.
     """
 
     def __init__(self, outer: EventPipe, run_id: str) -> None:
@@ -179,9 +185,13 @@ class RunPipe(EventPipe):
     def wants_deltas(self) -> bool:
         return super().wants_deltas or self.outer.wants_deltas
 
+    @property
+    def heard(self) -> bool:
+        return bool(self._sinks) or self.outer.heard
+
     def emit(self, event: Event) -> None:
         outer = self.outer
-        if not self._sinks and not outer._sinks:
+        if not self._sinks and not outer.heard:
             return  # nobody hears it (the hot path of a run without sinks stays as cheap)
         if event.run_id is None:
             # Frozen for sinks; stamped once, here, before any sink sees it (cheaper than a

@@ -1,8 +1,8 @@
 """Persisted, compressible agent threads with incremental deltas for user interfaces.
 
 The typed thread model (content blocks, messages, thread records, deltas, UI events), the
-compression tiers, a SQLite store (and a PostgreSQL one, ``roboz[postgres]``), and a bridge
-that records RoboZ agent runs into threads.
+compression tiers, a SQLite store and a PostgreSQL one (``roboz[postgres]``). An agent given
+a store (``Agent(store=...)``) records each of its runs as a thread.
 """
 
 from typing import TYPE_CHECKING
@@ -13,7 +13,6 @@ from roboz.threads._runs import RunLease, RunRow, StoredRunMessage
 from roboz.threads._tokens import ApiTokenInfo
 from roboz.threads.access import AccessStore, CallerThreads, ThreadRating, api_delta, api_view
 from roboz.threads.backend import LibrarianLedger, ThreadStore
-from roboz.threads.bridge import ThreadRecorder
 from roboz.threads.compression import (
     FILLER_TEXT,
     CompressionTier,
@@ -168,7 +167,6 @@ __all__ = [
     "ThreadPermissionError",
     "ThreadRating",
     "ThreadReadOnlyError",
-    "ThreadRecorder",
     "ThreadStore",
     "ThreadStoreError",
     "ThreadVisibility",

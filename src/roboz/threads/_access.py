@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
+from roboz.threads import writer
 from roboz.threads._rows import THREAD_COLUMNS, record_from_row, thread_row
 from roboz.threads.content import storable
 from roboz.threads.errors import MessageNotFoundError, ThreadBusyError, ThreadNotFoundError
@@ -246,7 +247,7 @@ class AccessMixin:
                 raise ThreadBusyError(
                     f"thread {thread_id!r} is being run; cancel its turn before deleting it"
                 )
-            conn.execute("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
+            writer.delete_thread(conn, thread_id)
 
     def pinned_at(self, user_id: str, thread_ids: Sequence[str]) -> dict[str, datetime]:
         """When ``user_id`` pinned each of ``thread_ids`` (only the pinned ones appear)."""

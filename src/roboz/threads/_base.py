@@ -14,15 +14,14 @@ writers per thread; all statements are portable SQL with ``?`` placeholders.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from roboz.threads import writer
 from roboz.threads._rows import (
     MESSAGE_COLUMNS,
     THREAD_COLUMNS,
-    decode_content,
     dump_list,
     message_from_row,
     read_compressed_view,
@@ -31,7 +30,7 @@ from roboz.threads._rows import (
     thread_row,
 )
 from roboz.threads._runs import RunStoreMixin
-from roboz.threads._sql import Conn, bump_revision
+from roboz.threads._sql import Conn
 from roboz.threads.compression import (
     CompressionTier,
     ensure_verbatim,
@@ -39,12 +38,9 @@ from roboz.threads.compression import (
 )
 from roboz.threads.content import AgentTextContent, encode_blocks, storable
 from roboz.threads.errors import (
-    MessageFinalizedError,
     MessageGeneratingError,
     MessageNotFoundError,
-    ThreadBusyError,
     ThreadNotFoundError,
-    ThreadReadOnlyError,
 )
 from roboz.threads.record import (
     AgentMessage,
@@ -56,7 +52,6 @@ from roboz.threads.record import (
     ThreadOrigin,
     ThreadVisibility,
     new_thread_id,
-    utc_now,
 )
 from roboz.threads.task import AgentTask, AgentThreadGoalRecord
 
@@ -128,7 +123,7 @@ class ThreadStoreBase(RunStoreMixin):
         with self._write(thread_id) as conn:
             self._insert_thread(conn, thread_id, org_id, created_by, title, meta, origin, status)
             for message in messages:
-                self._insert_message(conn, thread_id, message)
+                writer.insert_message(conn, thread_id, message)
         return self.get_thread(thread_id)
 
     def _insert_thread(
@@ -143,20 +138,7 @@ class ThreadStoreBase(RunStoreMixin):
         status: AgentThreadStatus = AgentThreadStatus.NOT_STARTED,
     ) -> None:
         try:
-            conn.execute(
-                "INSERT INTO threads (thread_id, org_id, created_by, created, origin, meta, "
-                "status, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    thread_id,
-                    org_id,
-                    created_by,
-                    utc_now().isoformat(),
-                    None if origin is None else ThreadOrigin(origin).value,
-                    json.dumps(meta),
-                    status.value,
-                    title,
-                ),
-            )
+            writer.insert_thread(conn, thread_id, org_id, created_by, title, meta, origin, status)
         except self._duplicate_key:
             raise ValueError(f"a thread {thread_id!r} already exists") from None
 
@@ -233,98 +215,30 @@ class ThreadStoreBase(RunStoreMixin):
         return self._create(source.org_id, created_by, None, title, ThreadOrigin.API, meta, copied)
 
     def set_status(self, thread_id: str, status: AgentThreadStatus) -> None:
+        value = AgentThreadStatus(status).value
         with self._write(thread_id) as conn:
-            bump_revision(conn, thread_id, "status")
-            conn.execute(
-                "UPDATE threads SET status = ? WHERE thread_id = ?",
-                (AgentThreadStatus(status).value, thread_id),
-            )
+            writer.set_part(conn, thread_id, "status", value)
 
     def set_title(self, thread_id: str, title: str) -> None:
         storable(title, "title")
         with self._write(thread_id) as conn:
-            bump_revision(conn, thread_id, "title")
-            conn.execute("UPDATE threads SET title = ? WHERE thread_id = ?", (title, thread_id))
+            writer.set_part(conn, thread_id, "title", title)
 
     def set_tasks(self, thread_id: str, tasks: Sequence[AgentTask]) -> None:
         """Replace the task list (stored ordered by position)."""
         ordered = sorted(tasks, key=lambda task: task.position)
+        encoded = dump_list(ordered, "tasks")
         with self._write(thread_id) as conn:
-            bump_revision(conn, thread_id, "tasks")
-            conn.execute(
-                "UPDATE threads SET tasks = ? WHERE thread_id = ?",
-                (dump_list(ordered, "tasks"), thread_id),
-            )
+            writer.set_part(conn, thread_id, "tasks", encoded)
 
     def set_goals(self, thread_id: str, goals: Sequence[AgentThreadGoalRecord]) -> None:
         """Replace the declared goals (stored ordered by the turn that declared them)."""
         ordered = sorted(goals, key=lambda goal: (goal.message_sequence_num, goal.created))
+        encoded = dump_list(ordered, "goals")
         with self._write(thread_id) as conn:
-            bump_revision(conn, thread_id, "goals")
-            conn.execute(
-                "UPDATE threads SET goals = ? WHERE thread_id = ?",
-                (dump_list(ordered, "goals"), thread_id),
-            )
+            writer.set_part(conn, thread_id, "goals", encoded)
 
     # -- messages -----------------------------------------------------------------------------
-
-    def _insert_message(
-        self,
-        conn: Conn,
-        thread_id: str,
-        message: AgentMessage,
-        content: str | None = None,
-        *,
-        allow_read_only: bool = True,
-        extras: str | None = None,
-    ) -> int:
-        seq, revision, origin = self._allocate_seq(conn, thread_id, None)
-        if origin not in (None, ThreadOrigin.API.value) and not allow_read_only:
-            raise ThreadReadOnlyError(
-                f"thread {thread_id!r} is owned by {origin!r} and refuses new messages"
-            )
-        conn.execute(
-            "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
-            "base_revision, extras) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                thread_id,
-                seq,
-                message.role.value,
-                message.status.value,
-                message.created.isoformat(),
-                encode_blocks(message.content) if content is None else content,
-                revision,
-                revision,
-                extras,
-            ),
-        )
-        return int(seq)
-
-    def _allocate_seq(
-        self, conn: Conn, thread_id: str, lease_owner: str | None
-    ) -> tuple[int, int, str | None]:
-        """Next sequence number, new revision and origin of ``thread_id``, in one statement.
-
-        With ``lease_owner`` (a persisted run's write) the run must still hold the thread. A
-        refusal raises inside the caller's transaction, which rolls it back.
-        """
-        row = conn.execute(
-            "UPDATE threads SET revision = revision + 1, message_count = message_count + 1 "
-            "WHERE thread_id = ? RETURNING message_count - 1, revision, origin, lease_owner",
-            (thread_id,),
-        ).fetchone()
-        if row is None:
-            raise ThreadNotFoundError(f"no thread {thread_id!r}")
-        if lease_owner is not None and row[3] != lease_owner:
-            raise ThreadBusyError(
-                f"this run no longer holds thread {thread_id!r} in {self._where} (another run "
-                "took it over after this one was presumed dead); nothing was written"
-            )
-        return int(row[0]), int(row[1]), row[2]
-
-    def _allocate(self, conn: Conn, thread_id: str, lease_owner: str | None) -> tuple[int, int]:
-        seq, revision, _ = self._allocate_seq(conn, thread_id, lease_owner)
-        return seq, revision
 
     def append_message(
         self, thread_id: str, message: AgentMessage, *, allow_read_only: bool = False
@@ -337,7 +251,7 @@ class ThreadStoreBase(RunStoreMixin):
         ensure_verbatim(message)
         content = encode_blocks(message.content)  # fail before the transaction, not inside
         with self._write(thread_id) as conn:
-            return self._insert_message(
+            return writer.insert_message(
                 conn, thread_id, message, content, allow_read_only=allow_read_only
             )
 
@@ -358,8 +272,10 @@ class ThreadStoreBase(RunStoreMixin):
         )
         ensure_verbatim(message)
         with self._write(thread_id) as conn:
-            row, held = self._generating_row(conn, thread_id, sequence_num, None)
-            self._grow(conn, thread_id, sequence_num, row, held, list(blocks), status or row[1])
+            row, held = writer.generating_row(conn, thread_id, sequence_num, None)
+            writer.grow_message(
+                conn, thread_id, sequence_num, row, held, list(blocks), status or row[1]
+            )
 
     def update_message(self, thread_id: str, sequence_num: int, message: AgentMessage) -> None:
         """Set the content and status of a message that is still being generated.
@@ -374,94 +290,13 @@ class ThreadStoreBase(RunStoreMixin):
         ensure_verbatim(message)
         encode_blocks(message.content)  # fail before the transaction, not inside
         with self._write(thread_id) as conn:
-            row, held = self._generating_row(conn, thread_id, sequence_num, message.role)
+            row, held = writer.generating_row(conn, thread_id, sequence_num, message.role)
             added = extension(held, list(message.content))
             if added is not None:
-                self._grow(conn, thread_id, sequence_num, row, held, added, message.status.value)
+                status = message.status.value
+                writer.grow_message(conn, thread_id, sequence_num, row, held, added, status)
                 return
-            revision = bump_revision(conn, thread_id)
-            conn.execute(
-                "UPDATE messages SET status = ?1, content = ?2, revision = ?3, "
-                "base_revision = ?3, block_revisions = NULL WHERE thread_id = ?4 AND seq = ?5",
-                (
-                    message.status.value,
-                    encode_blocks(message.content),
-                    revision,
-                    thread_id,
-                    sequence_num,
-                ),
-            )
-            self._rewind_marks(conn, thread_id, sequence_num, revision)
-
-    def _generating_row(
-        self,
-        conn: Conn,
-        thread_id: str,
-        sequence_num: int,
-        role: AgentRole | None,
-    ) -> tuple[tuple[Any, ...], list[Any]]:
-        row = conn.execute(
-            "SELECT role, status, content, base_revision, block_revisions FROM messages "
-            "WHERE thread_id = ? AND seq = ?",
-            (thread_id, sequence_num),
-        ).fetchone()
-        if row is None:
-            thread_row(conn, thread_id)
-            raise MessageNotFoundError(f"thread {thread_id!r} has no message {sequence_num}")
-        if AgentMessageStatus(row[1]).is_terminal():
-            raise MessageFinalizedError(
-                f"message {sequence_num} of thread {thread_id!r} is {row[1]}; it can no "
-                "longer change in place"
-            )
-        if role is not None and row[0] != role.value:
-            raise ValueError(f"message {sequence_num} is {row[0]}; its role cannot change")
-        return tuple(row), decode_content(thread_id, sequence_num, row[2])
-
-    def _grow(
-        self,
-        conn: Conn,
-        thread_id: str,
-        sequence_num: int,
-        row: tuple[Any, ...],
-        held: list[Any],
-        added: list[Any],
-        status: str,
-    ) -> None:
-        revision = bump_revision(conn, thread_id)
-        base = row[3] if row[3] is not None else revision
-        revisions = json.loads(row[4]) if row[4] else [base] * len(held)
-        revisions += [revision] * len(added)
-        conn.execute(
-            "UPDATE messages SET status = ?, content = ?, revision = ?, block_revisions = ? "
-            "WHERE thread_id = ? AND seq = ?",
-            (
-                AgentMessageStatus(status).value,
-                encode_blocks([*held, *added]),
-                revision,
-                json.dumps(revisions),
-                thread_id,
-                sequence_num,
-            ),
-        )
-        if added:
-            conn.execute(
-                "DELETE FROM compressed WHERE thread_id = ? AND seq = ?", (thread_id, sequence_num)
-            )
-
-    def _rewind_marks(self, conn: Conn, thread_id: str, sequence_num: int, revision: int) -> None:
-        # Clients drop every message from ``sequence_num`` on and are resent them whole.
-        conn.execute(
-            "UPDATE messages SET revision = ?1, base_revision = ?1 "
-            "WHERE thread_id = ?2 AND seq > ?3",
-            (revision, thread_id, sequence_num),
-        )
-        conn.execute(
-            "DELETE FROM compressed WHERE thread_id = ? AND seq = ?", (thread_id, sequence_num)
-        )
-        conn.execute(
-            "INSERT INTO resets (thread_id, revision, from_seq) VALUES (?, ?, ?)",
-            (thread_id, revision, sequence_num),
-        )
+            writer.rewrite_message(conn, thread_id, sequence_num, message)
 
     def regenerate_turn(
         self, thread_id: str, sequence_num: int, replacement: AgentMessage | None = None
@@ -481,22 +316,9 @@ class ThreadStoreBase(RunStoreMixin):
                 raise ThreadNotFoundError(f"no thread {thread_id!r}")
             if not 0 <= sequence_num < row[0]:
                 raise MessageNotFoundError(f"thread {thread_id!r} has no message {sequence_num}")
-            revision = bump_revision(conn, thread_id)
-            for table in ("messages", "compressed"):
-                conn.execute(
-                    f"DELETE FROM {table} WHERE thread_id = ? AND seq >= ?",
-                    (thread_id, sequence_num),
-                )
-            conn.execute(
-                "UPDATE threads SET message_count = ? WHERE thread_id = ?",
-                (sequence_num, thread_id),
-            )
-            conn.execute(
-                "INSERT INTO resets (thread_id, revision, from_seq) VALUES (?, ?, ?)",
-                (thread_id, revision, sequence_num),
-            )
+            writer.regenerate(conn, thread_id, sequence_num)
             if replacement is not None:
-                self._insert_message(conn, thread_id, replacement)
+                writer.insert_message(conn, thread_id, replacement)
 
     # -- deltas -------------------------------------------------------------------------------
 
@@ -522,11 +344,7 @@ class ThreadStoreBase(RunStoreMixin):
             if row is None:
                 raise MessageNotFoundError(f"thread {thread_id!r} has no message {sequence_num}")
             validate_variant(message_from_row(thread_id, row), variant, tier)
-            conn.execute(
-                "INSERT INTO compressed (thread_id, seq, tier, content) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (thread_id, seq, tier) DO UPDATE SET content = excluded.content",
-                (thread_id, sequence_num, tier.value, content),
-            )
+            writer.put_compressed(conn, thread_id, sequence_num, tier.value, content)
 
     def get_compressed_thread(self, thread_id: str, tier: CompressionTier) -> list[AgentMessage]:
         """The thread's messages as seen at ``tier`` (originals where no variant exists)."""

@@ -17,6 +17,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from roboz.threads import writer
 from roboz.threads.record import utc_now
 
 if TYPE_CHECKING:
@@ -268,5 +269,5 @@ class LedgerMixin:
                 return False
             if row[0] is not None and self._owner_alive(conn, *row):
                 return False
-            conn.execute("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
+            writer.delete_thread(conn, thread_id)
         return True

@@ -20,8 +20,10 @@ import uuid
 from collections.abc import Generator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from roboz.threads import writer
 from roboz.threads.content import AgentErrorContent
 from roboz.threads.errors import CorruptRecordError, ThreadBusyError, ThreadNotFoundError
 from roboz.threads.record import (
@@ -30,7 +32,6 @@ from roboz.threads.record import (
     AgentRole,
     AgentThreadStatus,
     ThreadOrigin,
-    utc_now,
 )
 from roboz.threads.task import AgentTask, AgentThreadGoalRecord
 
@@ -49,6 +50,9 @@ DRAFT = '{"draft": true}'
 skips it (the finished reply replaces it with its own extras)."""
 
 INTERRUPTED = "interrupted"
+
+RUN_CONTEXT = "run_context"
+"""The key of ``threads.meta`` keeping what a run was started with (``set_run_context``)."""
 
 CANCELLED = "cancelled"
 """``error_code`` of the notice ending a cancelled run."""
@@ -159,50 +163,6 @@ class RunStoreMixin:
         _read: Callable[[], AbstractContextManager[Conn]]
         _write: Callable[[str], AbstractContextManager[Conn]]
 
-        def _insert_message(
-            self,
-            conn: Conn,
-            thread_id: str,
-            message: AgentMessage,
-            content: str | None = None,
-            *,
-            allow_read_only: bool = True,
-            extras: str | None = None,
-        ) -> int: ...
-
-        def _allocate(
-            self, conn: Conn, thread_id: str, lease_owner: str | None
-        ) -> tuple[int, int]: ...
-
-        def _generating_row(
-            self,
-            conn: Conn,
-            thread_id: str,
-            sequence_num: int,
-            role: AgentRole | None,
-        ) -> tuple[tuple[Any, ...], list[Any]]: ...
-
-        def _grow(
-            self,
-            conn: Conn,
-            thread_id: str,
-            sequence_num: int,
-            row: tuple[Any, ...],
-            held: list[Any],
-            added: list[Any],
-            status: str,
-        ) -> None: ...
-
-        def _insert_thread(
-            self,
-            conn: Conn,
-            thread_id: str,
-            org_id: str,
-            created_by: str,
-            title: str | None,
-            meta: dict[str, Any],
-        ) -> None: ...
-
     def _take_lease(self, owner: str) -> tuple[int | None, str | None]:
         """What the lease records so others can tell whether ``owner`` still lives."""
         del owner
@@ -244,17 +204,9 @@ class RunStoreMixin:
             status=AgentMessageStatus.FAILED,
         )
         # A reply that was streaming when the process died will never finish.
-        revision = conn.execute(
-            "UPDATE threads SET revision = revision + 1 WHERE thread_id = ? RETURNING revision",
-            (thread_id,),
-        ).fetchone()[0]
-        conn.execute(
-            "UPDATE messages SET status = 'failed', revision = ? "
-            "WHERE thread_id = ? AND status = 'generating'",
-            (revision, thread_id),
-        )
-        self._insert_message(conn, thread_id, notice, extras=NOTICE)
-        self._release(conn, thread_id, AgentThreadStatus.USER_TURN)
+        writer.fail_generating(conn, thread_id)
+        writer.insert_message(conn, thread_id, notice, extras=NOTICE)
+        writer.release_lease(conn, thread_id, AgentThreadStatus.USER_TURN)
         return True
 
     def recover_interrupted(self, thread_id: str) -> None:
@@ -270,19 +222,6 @@ class RunStoreMixin:
                 return
         with self._write(thread_id) as conn:
             self._recover(conn, thread_id)
-
-    def _release(
-        self,
-        conn: Conn,
-        thread_id: str,
-        status: AgentThreadStatus,
-    ) -> None:
-        conn.execute(
-            "UPDATE threads SET lease_owner = NULL, lease_pid = NULL, lease_start = NULL, "
-            "status = ?, revision = revision + 1, status_revision = revision + 1 "
-            "WHERE thread_id = ?",
-            (AgentThreadStatus(status).value, thread_id),
-        )
 
     def open_run(
         self,
@@ -309,9 +248,9 @@ class RunStoreMixin:
                 created = exists is None
                 if created:
                     meta = {"created_from_agent_id": created_from_agent_id, "visibility": "private"}
-                    self._insert_thread(conn, thread_id, org_id, created_by, None, meta)
+                    writer.insert_thread(conn, thread_id, org_id, created_by, None, meta)
                     for row in initial:
-                        self._insert_row(conn, thread_id, row, None)
+                        writer.insert_row(conn, thread_id, row.role.value, row.content, row.extras)
                 else:
                     if exists[0] not in (None, ThreadOrigin.API.value):
                         from roboz.threads.errors import ThreadReadOnlyError
@@ -329,12 +268,7 @@ class RunStoreMixin:
                             f"thread {thread_id!r} in {self._where} is already being run (by pid "
                             f"{holder_pid} on {host}); wait for that run to finish"
                         )
-                conn.execute(
-                    "UPDATE threads SET lease_owner = ?, lease_pid = ?, lease_start = ?, "
-                    "status = ?, revision = revision + 1, status_revision = revision + 1 "
-                    "WHERE thread_id = ?",
-                    (owner, pid, start, AgentThreadStatus.ROBOTO_TURN.value, thread_id),
-                )
+                writer.take_lease(conn, thread_id, owner, pid, start)
                 rows = conn.execute(
                     "SELECT seq, extras, thread_id, "
                     "CASE WHEN extras IS NULL THEN role END, "
@@ -349,24 +283,6 @@ class RunStoreMixin:
             raise
         return RunLease(thread_id, owner), list(map(StoredRunMessage._make, rows)), created
 
-    def _insert_row(self, conn: Conn, thread_id: str, row: RunRow, lease_owner: str | None) -> int:
-        seq, revision = self._allocate(conn, thread_id, lease_owner)
-        conn.execute(
-            "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
-            "base_revision, extras) VALUES (?, ?, ?, 'completed', ?, ?, ?, ?, ?)",
-            (
-                thread_id,
-                seq,
-                row.role.value,
-                utc_now().isoformat(),
-                row.content,
-                revision,
-                revision,
-                row.extras,
-            ),
-        )
-        return seq
-
     def append_run_message(
         self,
         lease: RunLease,
@@ -375,24 +291,47 @@ class RunStoreMixin:
     ) -> int:
         """Commit one finalized message of the run (and refreshed extras of earlier ones,
         e.g. how often a truncated message was shown) in one transaction."""
-        with self._write(lease.thread_id) as conn:
-            for seq, text in updated_extras:
-                conn.execute(
-                    "UPDATE messages SET extras = ? WHERE thread_id = ? AND seq = ?",
-                    (text, lease.thread_id, seq),
-                )
-            return self._insert_row(conn, lease.thread_id, row, lease.owner)
+        thread_id, owner = lease.thread_id, lease.owner
+        positions = self._positions
+        with self._write(thread_id) as conn:
+            if updated_extras:
+                writer.set_extras(conn, thread_id, updated_extras)
+            seq, revision = writer.insert_row(
+                conn,
+                thread_id,
+                row.role.value,
+                row.content,
+                row.extras,
+                lease_owner=owner,
+                where=self._where,
+                expected=positions.get(owner),
+            )
+        positions[owner] = seq + 1, revision
+        return seq
+
+    @cached_property
+    def _positions(self) -> dict[str, tuple[int, int]]:
+        """Per run lease, the thread's ``(message_count, revision)`` as that run's last write
+        left them (see ``writer.insert_row``); dropped when the run ends."""
+        return {}
 
     def open_draft(self, lease: RunLease) -> int:
         """Start the row of a reply that streams in (grow it with ``append_blocks``)."""
         with self._write(lease.thread_id) as conn:
-            seq, revision = self._allocate(conn, lease.thread_id, lease.owner)
-            conn.execute(
-                "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
-                "base_revision, extras) VALUES (?, ?, 'assistant', 'generating', ?, '[]', ?, ?, ?)",
-                (lease.thread_id, seq, utc_now().isoformat(), revision, revision, DRAFT),
+            seq, _ = writer.insert_row(
+                conn,
+                lease.thread_id,
+                AgentRole.ASSISTANT.value,
+                "[]",
+                DRAFT,
+                status=AgentMessageStatus.GENERATING.value,
+                lease_owner=lease.owner,
+                where=self._where,
+                expected=self._positions.get(lease.owner),
             )
-            return seq
+        # Growing it moves the revision on outside the lease's writes: allocated again next.
+        self._positions.pop(lease.owner, None)
+        return seq
 
     def finish_draft(
         self,
@@ -404,24 +343,28 @@ class RunStoreMixin:
     ) -> None:
         """Complete a streamed reply: append ``added`` blocks (the tool use) after the
         streamed text and store the RoboZ message, in one transaction."""
-        with self._write(lease.thread_id) as conn:
-            (owner,) = conn.execute(
-                "SELECT lease_owner FROM threads WHERE thread_id = ?", (lease.thread_id,)
-            ).fetchone()
-            if owner != lease.owner:
-                raise ThreadBusyError(
-                    f"this run no longer holds thread {lease.thread_id!r} in {self._where}; "
-                    "nothing was written"
-                )
-            held_row, held = self._generating_row(conn, lease.thread_id, sequence_num, None)
-            self._grow(
-                conn, lease.thread_id, sequence_num, held_row, held, list(added), "completed"
+        thread_id = lease.thread_id
+        with self._write(thread_id) as conn:
+            count = self._check_lease(conn, lease)
+            held_row, held = writer.generating_row(conn, thread_id, sequence_num, None)
+            revision = writer.grow_message(
+                conn, thread_id, sequence_num, held_row, held, list(added), "completed"
             )
-            for seq, text in [*updated_extras, (sequence_num, row.extras)]:
-                conn.execute(
-                    "UPDATE messages SET extras = ? WHERE thread_id = ? AND seq = ?",
-                    (text, lease.thread_id, seq),
-                )
+            writer.set_extras(conn, thread_id, [*updated_extras, (sequence_num, row.extras)])
+        self._positions[lease.owner] = count, revision
+
+    def _check_lease(self, conn: Conn, lease: RunLease) -> int:
+        """Refuse a run that no longer holds its thread; the thread's message count."""
+        owner, count = conn.execute(
+            "SELECT lease_owner, message_count FROM threads WHERE thread_id = ?",
+            (lease.thread_id,),
+        ).fetchone()
+        if owner != lease.owner:
+            raise ThreadBusyError(
+                f"this run no longer holds thread {lease.thread_id!r} in {self._where}; "
+                "nothing was written"
+            )
+        return int(count)
 
     def close_run(
         self,
@@ -430,6 +373,7 @@ class RunStoreMixin:
         notice: AgentMessage | None = None,
     ) -> None:
         """Release the lease (when still held), optionally writing a notice row first."""
+        self._positions.pop(lease.owner, None)
         try:
             with self._write(lease.thread_id) as conn:
                 row = conn.execute(
@@ -437,27 +381,16 @@ class RunStoreMixin:
                 ).fetchone()
                 if row is not None and row[0] == lease.owner:
                     if notice is not None:
-                        self._insert_message(conn, lease.thread_id, notice, extras=NOTICE)
-                    self._release(conn, lease.thread_id, status)
+                        writer.insert_message(conn, lease.thread_id, notice, extras=NOTICE)
+                    writer.release_lease(conn, lease.thread_id, status)
         finally:
             self._lease_ended(lease.owner)
 
     def set_run_context(self, thread_id: str, context: Mapping[str, Any]) -> None:
         """Keep what a run was started with (client tools, scope, viewing context) on the
         thread, so a run resumed in another process (after client tool results) has it."""
-        # Read, change and write the metadata in one write transaction: portable SQL, and the
-        # backend's per-thread write lock keeps two writers from losing each other's change.
         with self._write(thread_id) as conn:
-            row = conn.execute(
-                "SELECT meta FROM threads WHERE thread_id = ?", (thread_id,)
-            ).fetchone()
-            if row is None:
-                raise ThreadNotFoundError(f"no thread {thread_id!r} in {self._where}")
-            meta = json.loads(row[0])
-            meta["run_context"] = dict(context)
-            conn.execute(
-                "UPDATE threads SET meta = ? WHERE thread_id = ?", (json.dumps(meta), thread_id)
-            )
+            writer.set_meta(conn, thread_id, RUN_CONTEXT, dict(context), self._where)
 
     def get_run_context(self, thread_id: str) -> dict[str, Any]:
         """What ``set_run_context`` kept ({} when nothing was)."""
@@ -468,7 +401,7 @@ class RunStoreMixin:
         if row is None:
             raise ThreadNotFoundError(f"no thread {thread_id!r} in {self._where}")
         with _decoding(thread_id, "run context"):
-            return dict(json.loads(row[0]).get("run_context") or {})
+            return dict(json.loads(row[0]).get(RUN_CONTEXT) or {})
 
     def get_tasks_and_goals(
         self, thread_id: str

@@ -1,7 +1,7 @@
 """The interface of a thread store; :class:`~roboz.threads.store.SQLiteThreadStore` is the
 default implementation and :class:`~roboz.threads.postgres.PostgresThreadStore` the shared
-one (both on ``ThreadStoreBase``). Code that only records or reads threads, such as the
-bridge, depends on this rather than on a backend."""
+one (both on ``ThreadStoreBase``). Code that only records or reads threads, such as an
+agent's persisted runs, depends on this rather than on a backend."""
 
 from __future__ import annotations
 

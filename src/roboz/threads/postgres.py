@@ -82,8 +82,8 @@ class _Connection:
 
     __slots__ = ("raw",)
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
-        self.raw = raw
+    def __init__(self, raw: psycopg.Connection[Any] | Any) -> None:
+        self.raw: Any = raw
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
         text, order = _translate(sql)
@@ -94,9 +94,20 @@ class _Connection:
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> object:
         text, order = _translate(sql)
         rows = [p if order is None else [p[i] for i in order] for p in parameters]
-        with self.raw.cursor() as cursor:
-            cursor.executemany(cast(Any, text), rows)
+        cursor = getattr(self.raw, "cursor", None)
+        if cursor is None:  # a connection wrapped by someone else (a DBOS transaction's)
+            for row in rows:
+                self.raw.execute(cast(Any, text), row)
+            return None
+        with cursor() as opened:
+            opened.executemany(cast(Any, text), rows)
         return None
+
+
+def check_schema_name(schema: str) -> None:
+    """A schema name is spliced into SQL (quoted): only plain lower-case names are taken."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", schema):
+        raise ValueError(f"schema must be a plain lower-case SQL name, not {schema!r}")
 
 
 def _key(text: str) -> int:
@@ -165,8 +176,7 @@ class PostgresThreadStore(ThreadStoreBase, LedgerMixin, AccessMixin, TokenMixin)
     _ilike = "ILIKE"
 
     def __init__(self, url: str, *, schema: str = "roboz", read_only: bool = False) -> None:
-        if not re.fullmatch(r"[a-z_][a-z0-9_]*", schema):
-            raise ValueError(f"schema must be a plain lower-case SQL name, not {schema!r}")
+        check_schema_name(schema)
         self._psycopg = _import_psycopg()
         self.url = url
         self.schema = schema
@@ -313,4 +323,11 @@ def migrate_database(url: str, *, schema: str = "roboz") -> tuple[str, int, int]
     return where, before, after
 
 
-__all__ = ["SCHEMA_VERSION", "PostgresThreadStore", "describe", "migrate_database", "redacted"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresThreadStore",
+    "check_schema_name",
+    "describe",
+    "migrate_database",
+    "redacted",
+]

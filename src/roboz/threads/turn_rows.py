@@ -3,12 +3,16 @@
 Durable runs (``roboz.durable``) commit a turn's messages in the same PostgreSQL transaction as
 the record of the workflow step that produced them, so the caller passes the connection of
 its open transaction (anything whose ``execute(sql, parameters)`` takes psycopg's ``%s``
-placeholders and returns rows, e.g. a psycopg connection) and commits or rolls back itself.
+placeholders and returns rows: a psycopg connection, or a DBOS datasource session's) through
+:func:`connection`, and commits or rolls back itself. The rows are written by the thread
+store's own writer (``roboz.threads.writer``), so a durable turn's thread is the same rows a
+store's run writes.
+
 Each write is idempotent: a message goes to a sequence number fixed by the turn (the turn's
-first sequence number plus its position), and is inserted only when that row is absent. A
-row already there with the same message is the same write done before (a step that ran
-again); a row with a different message is another writer's, and refuses the write, since the
-turn would otherwise interleave with it.
+first sequence number plus its position), and is inserted only when that row is absent. A row
+already there with the same message is the same write done before (a step that ran again); a
+row with a different message is another writer's, and refuses the write, since the turn would
+otherwise interleave with it.
 
 Writes take the thread's write lock (the advisory lock ``PostgresThreadStore`` takes), so they
 serialize with the store's own writers to the thread.
@@ -17,78 +21,87 @@ serialize with the store's own writers to the thread.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
-from roboz.threads._runs import StoredRunMessage
+from roboz.threads import writer
+from roboz.threads._runs import NOTICE, RUN_CONTEXT, StoredRunMessage
+from roboz.threads._sql import Conn
+from roboz.threads.content import encode_blocks
 from roboz.threads.errors import ThreadStoreError
-from roboz.threads.postgres import _WRITE_LOCK, _key  # pyright: ignore[reportPrivateUsage]
-from roboz.threads.record import AgentThreadStatus, utc_now
+from roboz.threads.postgres import (
+    _WRITE_LOCK,  # pyright: ignore[reportPrivateUsage]
+    _Connection,  # pyright: ignore[reportPrivateUsage]
+    _key,  # pyright: ignore[reportPrivateUsage]
+    check_schema_name,
+)
+from roboz.threads.record import AgentMessage, AgentThreadStatus
 
-__all__ = ["TurnConflictError", "begin_turn", "end_turn", "write_rows"]
+__all__ = [
+    "TURN_MARK",
+    "TurnConflictError",
+    "begin_turn",
+    "connection",
+    "end_turn",
+    "end_with_notice",
+    "holder",
+    "mark",
+    "run_context",
+    "set_run_context",
+    "set_snapshot",
+    "write_rows",
+]
 
-_SCHEMA = re.compile(r"[a-z_][a-z0-9_]*")
+TURN_MARK = "durable_turn"
+"""The key of ``threads.meta`` naming the durable turn that holds the thread."""
 
 
 class TurnConflictError(ThreadStoreError):
     """Another writer took a sequence number of the turn; nothing of this write was kept."""
 
 
-def _q(schema: str) -> str:
-    if not _SCHEMA.fullmatch(schema):
-        raise ValueError(f"schema must be a plain lower-case SQL name, not {schema!r}")
-    return f'"{schema}"'
+def connection(raw: Any, schema: str) -> Conn:
+    """The thread store's SQL on ``raw``, a connection inside the caller's open transaction:
+    its tables are those of PostgreSQL schema ``schema`` until the transaction ends."""
+    check_schema_name(schema)
+    raw.execute("SELECT set_config('search_path', %s, true)", (f'"{schema}"',))
+    return _Connection(raw)
 
 
-def _lock(raw: Any, thread_id: str) -> None:
-    raw.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_WRITE_LOCK, _key(thread_id) & 0x7FFFFFFF))
+def _lock(conn: Conn, thread_id: str) -> None:
+    conn.execute("SELECT pg_advisory_xact_lock(?, ?)", (_WRITE_LOCK, _key(thread_id) & 0x7FFFFFFF))
 
 
 def begin_turn(
-    raw: Any, schema: str, thread_id: str, *, created_by: str
+    conn: Conn, thread_id: str, *, created_by: str
 ) -> tuple[list[StoredRunMessage], int]:
     """Create ``thread_id`` when it does not exist, mark it the agent's turn, and return its
     rows and the next sequence number, as they are when the turn begins."""
-    s = _q(schema)
-    _lock(raw, thread_id)
+    _lock(conn, thread_id)
     meta = {"created_from_agent_id": created_by, "visibility": "private"}
-    raw.execute(
-        f"INSERT INTO {s}.threads (thread_id, org_id, created_by, created, origin, meta, status) "
-        "VALUES (%s, 'local', %s, %s, NULL, %s, %s) ON CONFLICT (thread_id) DO NOTHING",
-        (
-            thread_id,
-            created_by,
-            utc_now().isoformat(),
-            json.dumps(meta),
-            AgentThreadStatus.NOT_STARTED.value,
-        ),
-    )
-    row = raw.execute(
-        f"UPDATE {s}.threads SET status = %s, revision = revision + 1, "
-        "status_revision = revision + 1 WHERE thread_id = %s RETURNING message_count, origin",
-        (AgentThreadStatus.ROBOTO_TURN.value, thread_id),
+    writer.insert_thread(conn, thread_id, "local", created_by, None, meta, None, if_absent=True)
+    next_seq, origin = conn.execute(
+        "SELECT message_count, origin FROM threads WHERE thread_id = ?", (thread_id,)
     ).fetchone()
-    next_seq, origin = int(row[0]), row[1]
     if origin not in (None, "api"):
         raise ThreadStoreError(
             f"thread {thread_id!r} is owned by {origin!r} and refuses new messages"
         )
-    rows = raw.execute(
+    writer.set_part(conn, thread_id, "status", AgentThreadStatus.ROBOTO_TURN.value)
+    rows = conn.execute(
         "SELECT seq, extras, thread_id, "
         "CASE WHEN extras IS NULL THEN role END, "
         "CASE WHEN extras IS NULL THEN status END, "
         "CASE WHEN extras IS NULL THEN created END, "
         "CASE WHEN extras IS NULL THEN content END "
-        f"FROM {s}.messages WHERE thread_id = %s ORDER BY seq",
+        "FROM messages WHERE thread_id = ? ORDER BY seq",
         (thread_id,),
     ).fetchall()
-    return [StoredRunMessage._make(r) for r in rows], next_seq
+    return [StoredRunMessage._make(r) for r in rows], int(next_seq)
 
 
 def write_rows(
-    raw: Any,
-    schema: str,
+    conn: Conn,
     thread_id: str,
     rows: Sequence[tuple[int, str, str, str]],
     updated_extras: Sequence[tuple[int, str]] = (),
@@ -100,58 +113,73 @@ def write_rows(
     their number."""
     if not rows and not updated_extras:
         return 0
-    s = _q(schema)
-    _lock(raw, thread_id)
-    seqs = [row[0] for row in rows]
-    # The main query reads the messages as they were before this statement: a row found at
-    # one of the numbers is one this statement did not insert, and must be the same message.
-    written = raw.execute(
-        "WITH r AS (SELECT * FROM unnest(%s::int[], %s::text[], %s::text[], %s::text[]) "
-        "AS r(seq, role, content, extras)), "
-        f"thread AS (UPDATE {s}.threads SET revision = revision + 1, message_count = "
-        "GREATEST(message_count, %s) WHERE thread_id = %s RETURNING revision), "
-        f"new AS (INSERT INTO {s}.messages (thread_id, seq, role, status, created, content, "
-        "revision, base_revision, extras) SELECT %s, r.seq, r.role, 'completed', %s, r.content, "
-        "thread.revision, thread.revision, r.extras FROM thread, r "
-        "ON CONFLICT (thread_id, seq) DO NOTHING RETURNING 1) "
-        "SELECT (SELECT count(*) FROM new), (SELECT min(r.seq) FROM r "
-        f"JOIN {s}.messages m ON m.thread_id = %s AND m.seq = r.seq "
-        "WHERE m.extras IS DISTINCT FROM r.extras)",
-        (
-            seqs,
-            [row[1] for row in rows],
-            [row[2] for row in rows],
-            [row[3] for row in rows],
-            max(seqs, default=-1) + 1,
-            thread_id,
-            thread_id,
-            utc_now().isoformat(),
-            thread_id,
-        ),
-    )
-    if updated_extras:
-        raw.execute(
-            f"UPDATE {s}.messages m SET extras = u.extras "
-            "FROM unnest(%s::int[], %s::text[]) AS u(seq, extras) "
-            "WHERE m.thread_id = %s AND m.seq = u.seq",
-            ([u[0] for u in updated_extras], [u[1] for u in updated_extras], thread_id),
-        )
-    new, foreign = written.fetchone()
+    _lock(conn, thread_id)
+    new, foreign = writer.insert_rows_at(conn, thread_id, rows, updated_extras)
     if foreign is not None:
         raise TurnConflictError(
             f"thread {thread_id!r}: sequence number {foreign} of this durable turn holds "
             "another writer's message (something wrote to the thread while the turn ran); "
             "nothing of this step was written"
         )
-    return cast(int, new)
+    return new
 
 
-def end_turn(raw: Any, schema: str, thread_id: str, status: AgentThreadStatus) -> None:
-    """The turn is over: the thread's status says whose turn is next."""
-    s = _q(schema)
-    _lock(raw, thread_id)
-    raw.execute(
-        f"UPDATE {s}.threads SET status = %s, revision = revision + 1, "
-        "status_revision = revision + 1 WHERE thread_id = %s",
-        (status.value, thread_id),
+def set_snapshot(conn: Conn, thread_id: str, tasks: str | None, goals: str | None) -> None:
+    """Set the thread's task list and goals (JSON as stored); None leaves one as it is."""
+    _lock(conn, thread_id)
+    for part, value in (("tasks", tasks), ("goals", goals)):
+        if value is not None:
+            writer.set_part(conn, thread_id, part, value)
+
+
+def end_turn(conn: Conn, thread_id: str, status: AgentThreadStatus) -> None:
+    """The turn is over: the thread's status says whose turn is next, and no turn holds it."""
+    _lock(conn, thread_id)
+    writer.set_part(conn, thread_id, "status", status.value)
+    writer.set_meta(conn, thread_id, TURN_MARK, None)
+
+
+def mark(conn: Conn, thread_id: str, workflow_id: str) -> None:
+    """Note which turn holds the thread (``end_turn`` clears it)."""
+    _lock(conn, thread_id)
+    writer.set_meta(conn, thread_id, TURN_MARK, workflow_id)
+
+
+def holder(conn: Conn, thread_id: str) -> str | None:
+    """The turn noted as holding the thread (None: none, or no such thread)."""
+    _lock(conn, thread_id)
+    row = conn.execute("SELECT meta FROM threads WHERE thread_id = ?", (thread_id,)).fetchone()
+    return None if row is None else json.loads(row[0]).get(TURN_MARK)
+
+
+def end_with_notice(conn: Conn, thread_id: str, notice: AgentMessage) -> None:
+    """End the turn that holds the thread as a cancelled or failed run ends: ``notice``
+    after its last message, the user's turn, no turn holding it."""
+    _lock(conn, thread_id)
+    writer.insert_row(
+        conn,
+        thread_id,
+        notice.role.value,
+        encode_blocks(notice.content),
+        NOTICE,
+        status=notice.status.value,
     )
+    end_turn(conn, thread_id, AgentThreadStatus.USER_TURN)
+
+
+def run_context(conn: Conn, thread_id: str) -> tuple[str | None, dict[str, Any]]:
+    """The thread's status and run context (what ``set_run_context`` kept: client tools,
+    the uses the thread waits for); ``(None, {})`` when there is no such thread."""
+    _lock(conn, thread_id)
+    row = conn.execute(
+        "SELECT status, meta FROM threads WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    if row is None:
+        return None, {}
+    return str(row[0]), dict(json.loads(row[1]).get(RUN_CONTEXT) or {})
+
+
+def set_run_context(conn: Conn, thread_id: str, context: dict[str, Any]) -> None:
+    """Keep the thread's run context (as ``ThreadStore.set_run_context`` does)."""
+    _lock(conn, thread_id)
+    writer.set_meta(conn, thread_id, RUN_CONTEXT, context)

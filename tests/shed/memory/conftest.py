@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from roboz.agent.persistence import thread_row
+from roboz.agent.rows import thread_row
 from roboz.models import Message, Role
 from roboz.shed.sandbox import Sandbox
 from roboz.shed.tools.maintenance import Maintenance

@@ -13,7 +13,7 @@ import pytest
 
 import roboz.tools
 from roboz import Agent, AgentMode, tool
-from roboz.agent.persistence import thread_row
+from roboz.agent.rows import thread_row
 from roboz.llm import MockLLMEndpoint
 from roboz.models import Image, Message, Role, Str
 from roboz.runtime.events import Event, EventPipe

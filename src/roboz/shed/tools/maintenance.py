@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from roboz.agent.context import current_run
-from roboz.agent.persistence import thread_row
+from roboz.agent.rows import thread_row
 from roboz.llm import EndpointLike
 from roboz.models import Empty, Message, Role
 from roboz.runtime.events import AgentFailed, AgentFinished, AgentStarted, Event, EventPipe

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from roboz.agent.persistence import message_from_row
+from roboz.agent.rows import message_from_row
 from roboz.llm import EndpointLike
 from roboz.models import Message, Role
 from roboz.runtime.events import Event, emit
