@@ -50,6 +50,9 @@ from roboz_helper.egress.resolver import ResolveError, Resolver
 log = logging.getLogger(__name__)
 # How long a run's proxy keeps a name's addresses (at most; the resolver's own caching aside).
 RESOLVED_FOR_S = 30.0
+# How many names' answers a run's proxy keeps: a run asking for endless distinct names (a
+# wildcard entry allows them) must not grow the helper without bound.
+MAX_RESOLVED = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,9 +254,32 @@ class EgressSession:
             and (known[1].cancelled() or known[1].exception() is not None)
         )
         if known is None or known[0] < now or failed:
-            known = (now + RESOLVED_FOR_S, asyncio.ensure_future(self.resolver.resolve(name)))
-            self._resolved[name] = known
+            self._resolved.pop(name, None)
+            if len(self._resolved) >= MAX_RESOLVED:
+                self._make_room(now)
+            resolving = asyncio.ensure_future(self.resolver.resolve(name))
+            resolving.add_done_callback(lambda done: self._forget_failure(name, done))
+            known = self._resolved[name] = (now + RESOLVED_FOR_S, resolving)
         return list(await asyncio.shield(known[1]))
+
+    def _forget_failure(self, name: str, done: asyncio.Future[list[IPAddress]]) -> None:
+        failed = done.cancelled() or done.exception() is not None
+        if failed and name in self._resolved and self._resolved[name][1] is done:
+            del self._resolved[name]
+
+    def _make_room(self, now: float) -> None:
+        """Drop expired answers, then the oldest ones, below MAX_RESOLVED (lookups in flight
+        stay: connections wait on them, and close() cancels them)."""
+        for name, (until, resolving) in list(self._resolved.items()):
+            if len(self._resolved) < MAX_RESOLVED:
+                return
+            if resolving.done() and until < now:
+                del self._resolved[name]
+        for name, (_, resolving) in list(self._resolved.items()):
+            if len(self._resolved) < MAX_RESOLVED:
+                return
+            if resolving.done():
+                del self._resolved[name]
 
     def _usable(self, address: IPAddress, port: int) -> bool:
         """Whether a name's address may be connected to: globally routable and not this
