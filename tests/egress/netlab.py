@@ -312,6 +312,9 @@ def dns_answer(query: bytes, tcp: bool) -> bytes:
             if kind == "A" and qtype == 1:
                 data = socket.inet_pton(socket.AF_INET, value)
                 answers.append(owner + struct.pack(">HHIH", 1, 1, 60, 4) + data)
+            elif kind == "AAAA" and qtype == 28:
+                data = socket.inet_pton(socket.AF_INET6, value)
+                answers.append(owner + struct.pack(">HHIH", 28, 1, 60, 16) + data)
         break
     rcode = 0 if name in NAMES else 3
     flags = 0x8180 | rcode

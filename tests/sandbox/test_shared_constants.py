@@ -196,8 +196,8 @@ def _plan() -> ChildPlan:
         script_path="/run/roboz/job.sh",
         script_bytes=b"#!/bin/sh\necho hi\n",
         view=(
-            ViewEntry(view.MASK, "/srv/work/.env", 7, 8),
-            ViewEntry(view.READ_ONLY, "/srv/work/docs", 9, 10),
+            ViewEntry(view.MASK, b"/srv/work/.env", 7, 8),
+            ViewEntry(view.READ_ONLY, b"/srv/work/docs", 9, 10),
         ),
     )
     return ChildPlan(
@@ -250,7 +250,7 @@ def test_the_request_layout() -> None:
     assert decoder.one("nview") == 2
     entries = zip(*(decoder.values[f"view[].{k}"] for k in ("kind", "path", "dev", "ino")),
                   strict=True)  # fmt: skip
-    assert [ViewEntry(k, p.decode(), d, i) for k, p, d, i in entries] == list(plan.mounts.view)
+    assert [ViewEntry(k, p, d, i) for k, p, d, i in entries] == list(plan.mounts.view)
 
 
 def test_the_template_configuration_carries_the_layout() -> None:

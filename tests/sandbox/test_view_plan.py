@@ -70,9 +70,9 @@ def test_the_plan_masks_exactly_what_the_policy_denies(
     )
     matchers = [FileMatcher(policy)]
     entries = plan_view(matchers, [(str(root), True)], str(root))
-    masks = {e.path for e in entries if e.kind == MASK}
-    skeletons = {e.path for e in entries if e.kind == SKELETON}
-    kept = {e.path for e in entries if e.kind == SKELETON_CHILD}
+    masks = {os.fsdecode(e.path) for e in entries if e.kind == MASK}
+    skeletons = {os.fsdecode(e.path) for e in entries if e.kind == SKELETON}
+    kept = {os.fsdecode(e.path) for e in entries if e.kind == SKELETON_CHILD}
 
     def hidden(path: str) -> bool:
         if _under(path, masks):
@@ -92,7 +92,7 @@ def test_the_plan_masks_exactly_what_the_policy_denies(
         # Denied: hidden. Allowed: visible, unless below a denied directory (which hides all).
         assert hidden(path) == denied or (not denied and hidden(os.path.dirname(path))), path
     # Writability: follow the entries in order as the mounts would stack.
-    modes = sorted(((e.path, e.kind) for e in entries if e.kind in (READ_ONLY, WRITABLE)),
+    modes = sorted(((os.fsdecode(e.path), e.kind) for e in entries if e.kind in (READ_ONLY, WRITABLE)),
                    key=lambda item: item[0].count("/"))  # fmt: skip
 
     def writable(path: str) -> bool:

@@ -19,6 +19,7 @@ Standard library only.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from typing import Final
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -69,6 +70,31 @@ NEVER: Final = frozenset({"unspecified", "multicast", "broadcast"})
 
 _NAT64 = _N("64:ff9b::/96")
 _SIX_TO_FOUR = _N("2002::/16")
+MAPPED: Final = _N("::ffff:0:0/96")
+
+
+def delivered(address: IPAddress) -> IPAddress:
+    """The address a connection to ``address`` reaches on this host: an IPv4-mapped IPv6
+    address is its IPv4 address (the kernel connects to that, over IPv4)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def is_local(address: IPAddress) -> bool:
+    """Whether ``address`` is one of this host's own (in the calling thread's network
+    namespace), however globally routable: a connection to it goes over the host's loopback
+    to every service bound to any address, which often trusts local peers. The kernel's
+    route to a local address has that address as its source; a UDP connect() is the route
+    lookup (nothing is sent)."""
+    family = socket.AF_INET if address.version == 4 else socket.AF_INET6
+    with socket.socket(family, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as probe:
+        try:
+            probe.connect((str(address), 9))
+            source = str(probe.getsockname()[0]).split("%", 1)[0]
+        except OSError:
+            return False
+    return ipaddress.ip_address(source) == address
 
 
 def carried_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:

@@ -34,9 +34,11 @@ from typing import Final, Literal
 import msgspec
 
 from roboz_helper.egress.addresses import (
+    MAPPED,
     NEVER,
     IPAddress,
     IPNetwork,
+    delivered,
     ranges_overlapped,
     special_range,
 )
@@ -223,6 +225,10 @@ def parse_entry(text: str) -> Entry:
         network = _network(host)
         if bracketed and network.version == 4:
             raise AllowlistError(f"{text!r}: brackets are for IPv6 only")
+        if network.version == 6 and network.subnet_of(MAPPED):  # type: ignore[arg-type]
+            raise AllowlistError(
+                f"{text!r}: IPv4-mapped addresses are IPv4 addresses; write the IPv4 network"
+            )
         return Entry("address", "", network, port)
     if bracketed or ":" in host:
         address = ip_address(host)
@@ -249,6 +255,10 @@ def _looks_numeric(host: str) -> bool:
 
 
 def _address_entry(text: str, address: IPAddress, port: int | None) -> Entry:
+    if delivered(address) != address:
+        raise AllowlistError(
+            f"{text!r}: an IPv4-mapped address is the IPv4 address {delivered(address)}; write that"
+        )
     if special_range(address) in NEVER:
         raise AllowlistError(
             f"{text!r}: {special_range(address)} addresses are never a destination"
@@ -281,7 +291,9 @@ def destination(host: str, port: int) -> Destination:
         if ":" not in host:
             raise AllowlistError("brackets are for IPv6 only")
     if ":" in host or _looks_numeric(host):
-        address = ip_address(host)
+        # An IPv4-mapped address is the IPv4 address it carries: IPv4 entries decide it
+        # (``[::ffff:127.0.0.1]`` is 127.0.0.1, which an IPv6 entry such as ::/0 never names).
+        address = delivered(ip_address(host))
         return Destination(str(address), address, port)
     return Destination(host_name(host), None, port)
 

@@ -88,6 +88,8 @@ class Ask:
     dest: Destination
     ok: bytes
     refused: Callable[[Refusal], bytes]
+    # A forwarded request: where it ends in what the run sends (nothing after it is sent on).
+    framing: hs.RequestFraming | None = None
 
 
 async def read_request(client: Client, policy: str) -> Ask:
@@ -109,10 +111,12 @@ async def _http(client: Client, policy: str) -> Ask:
             await client.more()
         request, length = parsed
         client.take(length)
+        body: int | None = 0
         if request.method == "CONNECT":
             host, port = hs.split_authority(request.target, None)
         else:
             host, port, path = hs.absolute_target(request.target)
+            body = hs.body_length(request)
         dest = destination(host, port)
     except (hs.HandshakeError, AllowlistError) as exc:
         error = Refused("malformed", detail=str(exc))
@@ -121,10 +125,11 @@ async def _http(client: Client, policy: str) -> Ask:
         raise error from None
     if request.method == "CONNECT":
         return Ask(dest, f"{request.version} 200 Connection established\r\n\r\n".encode(), refused)
-    # A forwarded request: its head, rewritten, goes first; then whatever follows (a body).
-    authority = str(dest) if port != 80 else dest.host
-    client.buffer[:0] = hs.forwarded_head(request, authority, path)
-    return Ask(dest, b"", refused)
+    # A forwarded request: its head, rewritten, goes first; then its body, and nothing more.
+    name = f"[{dest.host}]" if dest.address is not None and dest.address.version == 6 else dest.host
+    head = hs.forwarded_head(request, name if dest.port == 80 else str(dest), path)
+    client.buffer[:0] = head
+    return Ask(dest, b"", refused, hs.RequestFraming(len(head), body))
 
 
 async def _socks(client: Client) -> Ask:

@@ -1,7 +1,8 @@
 """The bytes a run sends the proxy before its tunnel opens, parsed strictly and without I/O.
 
 - an HTTP/1.x request head: ``CONNECT host:port`` (a tunnel) or an absolute-form request
-  (``GET http://host/path``, forwarded once, with ``Connection: close``);
+  (``GET http://host/path``, forwarded once, with ``Connection: close``), and where that
+  request's body ends (``RequestFraming``): what the run sends after it is not forwarded;
 - SOCKS5 (RFC 1928): the greeting (no authentication) and a CONNECT request;
 - the TLS ClientHello of a tunnel to port 443, for its server name (SNI).
 
@@ -21,6 +22,8 @@ MAX_HEAD: Final = 16 * 1024  # an HTTP request head (request line and headers)
 MAX_HEADERS: Final = 100
 MAX_HELLO: Final = 64 * 1024  # a ClientHello with large key shares stays far below this
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_DIGITS = re.compile(r"[0-9]+")
+_HEX = re.compile(rb"[0-9A-Fa-f]+")
 # A header value: visible characters, spaces and tabs (no CR, LF, NUL or other controls).
 _FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
 # Hop-by-hop headers: meant for the proxy, never forwarded (Connection is set to close).
@@ -134,6 +137,97 @@ def forwarded_head(request: HttpRequest, authority: str, path: str) -> bytes:
     ]
     lines.append("Connection: close")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+MAX_CHUNK_LINE: Final = 4096  # a chunk-size line or a trailer line
+
+
+def body_length(request: HttpRequest) -> int | None:
+    """The length of a forwarded request's body (RFC 9112, section 6.3): its Content-Length,
+    0 without one, None for chunked. HandshakeError where the end is ambiguous (both
+    headers, lengths that differ, a transfer coding other than chunked): a proxy and the
+    origin that disagree on where a request ends would let the run smuggle a second one."""
+    lengths = {v for n, v in request.headers if n.lower() == "content-length"}
+    codings = [v for n, v in request.headers if n.lower() == "transfer-encoding"]
+    if codings:
+        if lengths:
+            raise HandshakeError("both Transfer-Encoding and Content-Length")
+        if [c.strip().lower() for c in ",".join(codings).split(",")] != ["chunked"]:
+            raise HandshakeError("a transfer coding other than chunked")
+        return None
+    if not lengths:
+        return 0
+    value = lengths.pop()
+    if lengths or not _DIGITS.fullmatch(value) or len(value) > 18:
+        raise HandshakeError("a malformed Content-Length")
+    return int(value)
+
+
+class RequestFraming:
+    """Where a forwarded request ends in the bytes the run sends: its head, then its body
+    (``body_length``: a count, or chunked framing). ``take(data)`` is how many bytes of
+    ``data`` still belong to it; fewer than ``len(data)`` means the run sent something after
+    the request (a second request, meant for whatever host it names) or broke the chunked
+    framing, and ``problem`` says which."""
+
+    def __init__(self, head: int, length: int | None) -> None:
+        self._left = head + (length or 0)  # bytes still to pass as they are
+        self._chunked = length is None
+        self._phase = "fixed"  # fixed, size, data, crlf, trailer, done
+        self._line = bytearray()
+        self.problem = ""
+
+    def take(self, data: bytes) -> int:
+        at = 0
+        while at < len(data) and self._phase != "done":
+            if self._phase in ("fixed", "data", "crlf"):
+                n = min(self._left, len(data) - at)
+                if self._phase == "crlf" and data[at : at + n] != b"\r\n"[2 - self._left :][:n]:
+                    return self._broken(at, "a chunk not followed by CRLF")
+                at += n
+                self._left -= n
+                if self._left == 0:
+                    self._next()
+                continue
+            end = data.find(b"\n", at)
+            stop = len(data) if end < 0 else end + 1
+            self._line += data[at:stop]
+            at = stop
+            if len(self._line) > MAX_CHUNK_LINE:
+                return self._broken(at, "a chunk-size or trailer line too long")
+            if end >= 0 and not self._line_done():
+                return self._broken(at, "a malformed chunk-size line")
+        if at < len(data) and not self.problem:
+            self.problem = "more after the request (the proxy forwards one request per connection)"
+        return at
+
+    def _next(self) -> None:
+        if self._phase == "data":
+            self._phase, self._left = "crlf", 2
+        else:  # fixed (the head, or a whole Content-Length body) or crlf
+            self._phase = "size" if self._chunked else "done"
+
+    def _line_done(self) -> bool:
+        """A complete line in the size or trailer phase; False if it is malformed."""
+        line = bytes(self._line)
+        self._line.clear()
+        if not line.endswith(b"\r\n"):
+            return False
+        if self._phase == "trailer":
+            if line == b"\r\n":
+                self._phase = "done"
+            return True
+        size = line[:-2].split(b";", 1)[0].strip(b" \t")
+        if not _HEX.fullmatch(size) or len(size) > 15:
+            return False
+        self._left = int(size, 16)
+        self._phase = "data" if self._left else "trailer"
+        return True
+
+    def _broken(self, at: int, why: str) -> int:
+        self._phase = "done"
+        self.problem = why
+        return at
 
 
 # --- SOCKS5 ----------------------------------------------------------------------------------

@@ -33,7 +33,13 @@ from dataclasses import dataclass
 import msgspec
 
 from roboz_helper.egress import handshakes as hs
-from roboz_helper.egress.addresses import NEVER, IPAddress, special_range
+from roboz_helper.egress.addresses import (
+    NEVER,
+    IPAddress,
+    carried_ipv4,
+    is_local,
+    special_range,
+)
 from roboz_helper.egress.allowlist import Allowlist, AllowlistError, Destination, Entry, host_name
 from roboz_helper.egress.endpoint import take_listener
 from roboz_helper.egress.frontends import Ask, Client, Closed, Refused, read_request
@@ -44,6 +50,9 @@ from roboz_helper.egress.resolver import ResolveError, Resolver
 log = logging.getLogger(__name__)
 # How long a run's proxy keeps a name's addresses (at most; the resolver's own caching aside).
 RESOLVED_FOR_S = 30.0
+# How many names' answers a run's proxy keeps: a run asking for endless distinct names (a
+# wildcard entry allows them) must not grow the helper without bound.
+MAX_RESOLVED = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +103,9 @@ class EgressSession:
             return False
         self._bytes[outbound] += size
         return True
+
+    def overrun(self, dest: Destination, detail: str) -> None:
+        self._refuse(Refused("malformed", dest.host, dest.port, detail=detail).refusal)
 
     def _refuse(self, refusal: Refusal) -> None:
         self._refused += 1
@@ -203,13 +215,15 @@ class EgressSession:
         if isinstance(verdict, str):
             raise Refused(verdict, dest.host, dest.port, detail=_why(verdict, self.allowlist, dest))
         if dest.address is not None:
-            if special_range(dest.address) in NEVER:
+            kind = special_range(dest.address)
+            if kind in NEVER:
+                raise Refused("address", dest.host, dest.port, str(verdict), f"a {kind} address")
+            inner = carried_ipv4(dest.address)
+            if kind is not None and inner is not None and not self._usable(dest.address, dest.port):
+                # NAT64 or 6to4 in front of a special-purpose IPv4 address: an IPv6 entry
+                # (::/0) does not name what a translator delivers it to.
                 raise Refused(
-                    "address",
-                    dest.host,
-                    dest.port,
-                    str(verdict),
-                    f"a {special_range(dest.address)} address",
+                    "address", dest.host, dest.port, str(verdict), f"carries the {kind} {inner}"
                 )
             return verdict, [dest.address]
         try:
@@ -218,7 +232,7 @@ class EgressSession:
             raise Refused("unresolved", dest.host, dest.port, str(verdict), str(exc)) from None
         usable = [a for a in found if self._usable(a, dest.port)]
         if not usable:
-            ranges = ", ".join(f"{a} ({special_range(a)})" for a in found[:4])
+            ranges = ", ".join(f"{a} ({_special(a)})" for a in found[:4])
             raise Refused(
                 "address",
                 dest.host,
@@ -240,15 +254,42 @@ class EgressSession:
             and (known[1].cancelled() or known[1].exception() is not None)
         )
         if known is None or known[0] < now or failed:
-            known = (now + RESOLVED_FOR_S, asyncio.ensure_future(self.resolver.resolve(name)))
-            self._resolved[name] = known
+            self._resolved.pop(name, None)
+            if len(self._resolved) >= MAX_RESOLVED:
+                self._make_room(now)
+            resolving = asyncio.ensure_future(self.resolver.resolve(name))
+            resolving.add_done_callback(lambda done: self._forget_failure(name, done))
+            known = self._resolved[name] = (now + RESOLVED_FOR_S, resolving)
         return list(await asyncio.shield(known[1]))
 
+    def _forget_failure(self, name: str, done: asyncio.Future[list[IPAddress]]) -> None:
+        failed = done.cancelled() or done.exception() is not None
+        if failed and name in self._resolved and self._resolved[name][1] is done:
+            del self._resolved[name]
+
+    def _make_room(self, now: float) -> None:
+        """Drop expired answers, then the oldest ones, below MAX_RESOLVED (lookups in flight
+        stay: connections wait on them, and close() cancels them)."""
+        for name, (until, resolving) in list(self._resolved.items()):
+            if len(self._resolved) < MAX_RESOLVED:
+                return
+            if resolving.done() and until < now:
+                del self._resolved[name]
+        for name, (_, resolving) in list(self._resolved.items()):
+            if len(self._resolved) < MAX_RESOLVED:
+                return
+            if resolving.done():
+                del self._resolved[name]
+
     def _usable(self, address: IPAddress, port: int) -> bool:
-        kind = special_range(address)
+        """Whether a name's address may be connected to: globally routable and not this
+        host's own, or named by an IP or CIDR entry (for an IPv6 address carrying an IPv4
+        one, an entry naming that IPv4 address)."""
+        kind = _special(address)
         if kind is None:
             return True
-        return kind not in NEVER and self.allowlist.covering(address, port) is not None
+        named = carried_ipv4(address) or address
+        return kind not in NEVER and self.allowlist.covering(named, port) is not None
 
     async def _connect(
         self, dest: Destination, entry: Entry, addresses: list[IPAddress]
@@ -302,15 +343,17 @@ class EgressSession:
                 with contextlib.suppress(OSError):
                     await client.send(ask.refused(exc.refusal))
             raise
-        return await self._tunnel(client, remote, dest, client.take(len(client.buffer)))
+        return await self._tunnel(client, remote, ask, client.take(len(client.buffer)))
 
     async def _tunnel(
-        self, client: Client, remote: socket.socket, dest: Destination, first: bytes
+        self, client: Client, remote: socket.socket, ask: Ask, first: bytes
     ) -> Tunnel | None:
+        dest = ask.dest
+        tunnel = Tunnel(self, dest, ask.framing)
+        first = tunnel.frame(first)
         if not self.passes(dest, True, len(first)):
             remote.close()
             return None
-        tunnel = Tunnel(self, dest)
         try:
             await tunnel.start(client.sock, remote, first)
         except BaseException:
@@ -339,6 +382,12 @@ class EgressSession:
         if not same:
             said = "no server name" if name is None else f"server name {name[:80]!r}"
             raise Refused("sni", dest.host, dest.port, str(entry), f"the ClientHello has {said}")
+
+
+def _special(address: IPAddress) -> str | None:
+    """The special-purpose range of an address, "local" for one of the helper host's own
+    addresses (reached over its loopback, whatever the range), or None."""
+    return special_range(address) or ("local" if is_local(address) else None)
 
 
 def _why(reason: str, allowlist: Allowlist, dest: Destination) -> str:

@@ -17,12 +17,17 @@ import socket
 from typing import Protocol
 
 from roboz_helper.egress.allowlist import Destination
+from roboz_helper.egress.handshakes import RequestFraming
 
 
 class Meter(Protocol):
     def passes(self, dest: Destination, outbound: bool, size: int) -> bool:
         """Count a chunk of a tunnel to dest; False stops every tunnel of the run (the chunk
         is not delivered)."""
+        ...
+
+    def overrun(self, dest: Destination, detail: str) -> None:
+        """The run sent more than the forwarded request to dest (not delivered)."""
         ...
 
 
@@ -43,6 +48,10 @@ class _Half(asyncio.Protocol):
         peer = self.peer
         if peer is None or peer.transport is None or peer.transport.is_closing():
             return
+        if self.outbound:
+            data = self.tunnel.frame(data)
+            if not data:
+                return
         if self.tunnel.meter.passes(self.tunnel.dest, self.outbound, len(data)):
             peer.transport.write(data)
 
@@ -72,9 +81,12 @@ class _Half(asyncio.Protocol):
 class Tunnel:
     """One run connection joined to one remote connection."""
 
-    def __init__(self, meter: Meter, dest: Destination) -> None:
+    def __init__(
+        self, meter: Meter, dest: Destination, framing: RequestFraming | None = None
+    ) -> None:
         self.meter = meter
         self.dest = dest
+        self.framing = framing
         self.run_side = _Half(self, outbound=True)
         self.remote_side = _Half(self, outbound=False)
         self.run_side.peer, self.remote_side.peer = self.remote_side, self.run_side
@@ -98,6 +110,20 @@ class Tunnel:
             self.remote_side.transport.write(first)
         self.remote_side.transport.resume_reading()
         self.run_side.transport.resume_reading()
+
+    def frame(self, data: bytes) -> bytes:
+        """The part of ``data`` from the run that may go to the remote host: all of it in a
+        tunnel; in a forwarded request, what belongs to that request (the rest is dropped,
+        reported once: the origin was told ``Connection: close``, so a client that sends a
+        second request, for whatever host, gets the first answer and then EOF)."""
+        framing = self.framing
+        if framing is None:
+            return data
+        reported = bool(framing.problem)
+        n = framing.take(data)
+        if framing.problem and not reported:
+            self.meter.overrun(self.dest, framing.problem)
+        return data if n == len(data) else data[:n]
 
     def half_lost(self, abort: bool) -> None:
         self._lost += 1

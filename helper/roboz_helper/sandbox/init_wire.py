@@ -137,9 +137,7 @@ def encode_request(plan: ChildPlan) -> bytes:
     if view:  # pid 1 applies it before the run exists (apply_view in init_root.c)
         parts.append(_U32.pack(len(view)))
         parts += [
-            bytes([entry.kind])
-            + _blob(os.fsencode(entry.path))
-            + _VIEW_INODE.pack(entry.dev, entry.ino)
+            bytes([entry.kind]) + _blob(entry.path) + _VIEW_INODE.pack(entry.dev, entry.ino)
             for entry in view
         ]
     return b"".join(parts)

@@ -410,7 +410,14 @@ async def run_in_sandbox(
     ok, why = sandbox_support()
     if not ok:
         raise SandboxError(f"sandboxing is not available here: {why}")
-    plan = launch.plan_run(spec)
+    # A file view walks the tree (every directory, for a rule on a bare name such as
+    # **/.env), which the run can make as large as it likes: in a worker thread, so that
+    # the loop goes on serving every other run meanwhile. Without one, planning is a few
+    # reads, cheaper than the hop.
+    if spec.file_policies:
+        plan = await asyncio.to_thread(launch.plan_run, spec)
+    else:
+        plan = launch.plan_run(spec)
     if cgroups.backend() is None and not plan.rootless:
         raise SandboxError("no usable cgroup hierarchy (need v1 pids+memory+freezer or "
                            "delegated v2 memory+pids)")  # fmt: skip

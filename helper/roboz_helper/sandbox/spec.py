@@ -94,7 +94,8 @@ class ViewEntry(msgspec.Struct, frozen=True, array_like=True):
     still be the inode (dev, ino) the helper resolved."""
 
     kind: int  # view.MASK, READ_ONLY, WRITABLE, SKELETON, SKELETON_CHILD
-    path: str
+    # Bytes, as the file system names it: a name need not be UTF-8 (msgpack's str must be).
+    path: bytes
     dev: int
     ino: int
 

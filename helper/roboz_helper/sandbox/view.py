@@ -14,6 +14,10 @@ where the other mounts are walked), after the profile's binds and before the run
   itself (recursively).
 - ``WRITABLE``: inside a read-only part, a path where every write is allowed is bound
   writable again (never where the profile's own bind is read-only: a restriction only).
+  Also every directory on the way to another entry that sits in a writable mount is bound
+  over itself (its mode unchanged): renamed, it would carry the masked or read-only paths
+  below it to names no rule matches, for the next run to read; a mount point cannot be
+  renamed.
 
 Why masks on matching paths rather than binding only the permitted subtrees: a mask costs
 one mount per match, and the walk descends only into directories where some rule could
@@ -54,6 +58,9 @@ class _Planner:
         self.matchers = matchers
         self.roots = roots
         self.entries: list[ViewEntry] = []
+        # Paths that are mount points in the sandbox whatever their entries: the profile's
+        # binds and a skeleton's children.
+        self.mount_points = set(roots)
 
     def allowed(self, path: str, operation: str) -> bool:
         return composed_verdict(self.matchers, path, operation) == "allow"
@@ -64,9 +71,10 @@ class _Planner:
             found |= matcher.verdicts_below(path, operation)
         return frozenset(found)
 
-    def add(self, kind: int, node: _Node) -> None:
+    def add(self, kind: int, node: _Node, at: int | None = None) -> None:
         st = node.stat()
-        self.entries.append(ViewEntry(kind, node.path, st.st_dev, st.st_ino))
+        entry = ViewEntry(kind, os.fsencode(node.path), st.st_dev, st.st_ino)
+        self.entries.insert(len(self.entries) if at is None else at, entry)
 
     def writes_allowed(self, path: str) -> bool:
         return self.allowed(path, "create") and self.allowed(path, "delete")
@@ -120,6 +128,7 @@ class _Planner:
         self.add(SKELETON, node)
         for child in kept:
             self.add(SKELETON_CHILD, child)
+            self.mount_points.add(child.path)
         for child in kept:
             self.visit(child, mount_rw, bind_rw)
 
@@ -141,6 +150,18 @@ class _Planner:
             self.add(WRITABLE if own_rw else READ_ONLY, node)
         if not node.is_dir:
             return
+        mark = len(self.entries)
+        self.descend(node, own_rw, bind_rw)
+        if len(self.entries) > mark and own_rw and mount_rw and path not in self.mount_points:
+            # A directory on the way to an entry, in a writable mount and no mount point
+            # itself: renamed by the run, it would carry what is masked (or read-only) below
+            # it to a name the rules do not match, readable by the next run. Bound over
+            # itself in its own mode, it is a mount point, which rename(2) refuses (EBUSY).
+            self.add(WRITABLE, node, at=mark)
+
+    def descend(self, node: _Node, own_rw: bool, bind_rw: bool) -> None:
+        """The entries below a readable directory ``node`` whose own mode is ``own_rw``."""
+        path = node.path
         reads = self.below(path, "read")
         below_writes = self.below(path, "create") | self.below(path, "delete")
         descend = (
