@@ -49,9 +49,13 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, t
 
 def _process_state(pid: int) -> str:
     try:
-        with open(f"/proc/{pid}/wchan") as wchan, open(f"/proc/{pid}/stat") as stat:
-            return f"state {stat.read().split(') ')[1][0]}, waiting in {wchan.read()}"
-    except OSError as error:
+        with open(f"/proc/{pid}/wchan") as wchan, open(f"/proc/{pid}/status") as status:
+            fields = dict(line.split(":\t", 1) for line in status.read().splitlines())
+            signals = ", ".join(
+                f"{k} {fields[k]}" for k in ("SigPnd", "ShdPnd", "SigBlk", "SigIgn")
+            )
+            return f"state {fields['State']}, waiting in {wchan.read()}, {signals}"
+    except (OSError, KeyError, ValueError) as error:
         return f"state unknown: {error}"
 
 
@@ -73,6 +77,10 @@ class Terminal:
         self._master, slave = os.openpty()
 
         def take_terminal() -> None:
+            # As a shell starts a foreground job: SIGINT at its default, whatever this test
+            # process inherited or set (an ignored or blocked signal would carry over exec).
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             os.setsid()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
