@@ -3,7 +3,9 @@
 # The public names load on first use (PEP 562), so that `import roboz` and the `roboz` command
 # do not pay for pydantic models, asyncio and the agent loop before they need them; type
 # checkers see the plain imports below.
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from roboz._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from roboz.agent import Agent, AgentMode
@@ -21,15 +23,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'roboz' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 
 def __dir__() -> list[str]:

@@ -9,14 +9,16 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from roboz_helper.file_policy import FilePolicyError
 
 from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
-from roboz.shed.sandbox import PermissionPolicy
+
+if TYPE_CHECKING:
+    from roboz.shed.sandbox import PermissionPolicy
 
 app = App(help="Serve guarded file tools and sandboxed scripts to MCP hosts (needs the mcp extra).")
 
@@ -30,7 +32,10 @@ PolicyOption = Annotated[
 
 
 def _load(policy: Path) -> PermissionPolicy:
-    # The loader is in the core install (the MCP extra is needed only to serve).
+    # The loader is in the core install (the MCP extra is needed only to serve); loaded
+    # here, so that `roboz --help` does not import the guard and the models.
+    from roboz.shed.sandbox import PermissionPolicy
+
     try:
         return PermissionPolicy.from_file(policy)
     except FilePolicyError as error:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from roboz.models import Message
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from roboz.models import Message
 
 
 class LLMError(RuntimeError):
