@@ -8,7 +8,7 @@ from roboz.durable.errors import DurableSchemaError
 from roboz.threads.errors import ThreadStoreError
 from roboz.threads.postgres import describe, redacted
 
-__all__ = ["describe_server", "migrate_hint", "redacted", "sqlalchemy_url"]
+__all__ = ["describe_server", "migrate_hint", "redacted", "sqlalchemy_url", "with_search_path"]
 
 
 def describe_server(url: str) -> str:
@@ -49,3 +49,18 @@ def sqlalchemy_url(url: str) -> str:
         query=query,
     )
     return built.render_as_string(hide_password=False)
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """A ``sqlalchemy_url`` whose sessions start with ``schema`` as their search path (the
+    server applies it as it accepts the connection: no statement of its own), after any
+    ``options`` the URL already gives."""
+    import sqlalchemy as sa
+
+    from roboz.threads.postgres import check_schema_name
+
+    check_schema_name(schema)
+    parsed = sa.make_url(url)
+    given = parsed.query.get("options")
+    options = " ".join([*([] if given is None else [str(given)]), f"-c search_path={schema}"])
+    return parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)

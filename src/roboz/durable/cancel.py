@@ -23,6 +23,8 @@ CANCELLED notice row after its last message, error code ``cancelled``, the user'
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from roboz.durable.schema import DBOS_SCHEMA
 from roboz.threads import AgentErrorContent, AgentMessage, AgentMessageStatus, AgentRole, turn_rows
 from roboz.threads._runs import cancelled_notice
@@ -34,12 +36,25 @@ ENDED = ("CANCELLED", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 
 def guard(conn: Conn, workflow_id: str) -> None:
     """Refuse to write for a cancelled turn; hold its status so a cancel waits for this write."""
-    row = conn.execute(
+    hold(conn, workflow_id)()
+
+
+def hold(conn: Conn, workflow_id: str) -> Callable[[], None]:
+    """Hold the turn's status (``FOR SHARE``) from now to the end of the transaction, and
+    return the check that refuses a cancelled turn. On a pipelined connection the status is
+    read only when the check runs, in the same wait as the statements sent meanwhile: call
+    it before the transaction commits (and before reporting any other failure of it)."""
+    cursor = conn.execute(
         f"SELECT status FROM {DBOS_SCHEMA}.workflow_status WHERE workflow_uuid = ? FOR SHARE",
         (workflow_id,),
-    ).fetchone()
-    if row is not None and row[0] == "CANCELLED":
-        raise cancelled(workflow_id)
+    )
+
+    def check() -> None:
+        row = cursor.fetchone()
+        if row is not None and row[0] == "CANCELLED":
+            raise cancelled(workflow_id)
+
+    return check
 
 
 def cancelled(workflow_id: str) -> BaseException:

@@ -25,10 +25,10 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from roboz.agent import Agent
 from roboz.agent.errors import AgentConfigurationError
-from roboz.durable._urls import sqlalchemy_url
+from roboz.durable._urls import sqlalchemy_url, with_search_path
 from roboz.durable.conversation import Row, Updated
 from roboz.durable.errors import DurableError
-from roboz.durable.step_writes import StepWrites, in_step
+from roboz.durable.step_writes import StepWrites, in_step, write_progress
 from roboz.durable.workflow import Host, Snapshot, Started, set_host
 from roboz.models import Message
 from roboz.threads import ClientViewingContext
@@ -132,10 +132,12 @@ class DurableRuns:
         }
         assert workflow.run_turn is not None  # registered on import, before DBOS starts
         DBOS(config=config)
+        # The thread store's tables without a statement naming them in each transaction
+        # (DBOS's own datasource table is named with its schema).
         self._datasource = SQLAlchemyDatasource.create(
-            dbos_url, schema=DBOS_SCHEMA, run_migrations=False
+            with_search_path(dbos_url, self.schema), schema=DBOS_SCHEMA, run_migrations=False
         )
-        self._step_writes = StepWrites(self.url)
+        self._step_writes = StepWrites(self.url, schema=self.schema)
         set_host(self._host())
         try:
             DBOS.launch()
@@ -197,7 +199,7 @@ class DurableRuns:
             ran: Callable[[], None],
         ) -> Started:
             ran()
-            conn = turn_rows.connection(raw, schema)
+            conn = turn_rows.connection(raw, None)
             cancel.guard(conn, workflow_id)
             held = turn_rows.holder(conn, thread_id)
             if held is not None and held != workflow_id:  # its canceller died before ending it
@@ -234,7 +236,7 @@ class DurableRuns:
             ran: Callable[[], None],
         ) -> int:
             ran()
-            conn = turn_rows.connection(raw, schema)
+            conn = turn_rows.connection(raw, None)
             cancel.guard(conn, workflow_id)
             count = turn_rows.write_rows(conn, thread_id, rows, updated)
             tasks, goals, context = snapshot
@@ -247,22 +249,44 @@ class DurableRuns:
             notify_changed(raw, schema, thread_id)
             return count
 
-        def recorded(name: str, body: Callable[Concatenate[Any, P], T]) -> Callable[P, T]:
+        def progress_tx(
+            raw: Any,
+            workflow_id: str,
+            thread_id: str,
+            rows: list[Row],
+            updated: list[Updated],
+            status: AgentThreadStatus | None,
+            snapshot: Snapshot,
+            ran: Callable[[], None],
+        ) -> int:
+            """``write_tx`` as a tool step makes it: rows only (the usual case) pipelined
+            (``step_writes.write_progress``), anything else as ``write_tx``."""
+            if status is not None or snapshot != (None, None, None):
+                return write_tx(raw, workflow_id, thread_id, rows, updated, status, snapshot, ran)
+            ran()
+            return write_progress(raw, schema, workflow_id, thread_id, rows, updated)
+
+        def recorded(
+            name: str,
+            body: Callable[Concatenate[Any, P], T],
+            in_step_body: Callable[Concatenate[Any, P], T] | None = None,
+        ) -> Callable[P, T]:
             """``body`` as a DBOS datasource transaction: run once, its result recorded.
             Called inside a step, which is then the record, it is a transaction of that step
-            (``step_writes``): the writes a tool step makes as it begins."""
+            (``step_writes``, running ``in_step_body`` if given): the writes a tool step
+            makes as it begins."""
 
             def on_session(*args: P.args, **kwargs: P.kwargs) -> T:
                 return body(_Statements(datasource.sql_session()), *args, **kwargs)
 
             def step(*args: P.args, **kwargs: P.kwargs) -> T:
                 if in_step():
-                    return step_writes.run(body, *args, **kwargs)
+                    return step_writes.run(in_step_body or body, *args, **kwargs)
                 settings = {**options, "name": name}
                 return datasource.run_tx_step(settings, on_session, *args, **kwargs)
 
             return step
 
         host.begin = recorded("roboz.begin", begin_tx)
-        host.write = recorded("roboz.write", write_tx)
+        host.write = recorded("roboz.write", write_tx, progress_tx)
         return host

@@ -10,10 +10,10 @@ idempotent (``roboz.threads.turn_rows``: each message at its fixed sequence numb
 only where absent; the task list and goals set to the same values). The writes that begin
 and end a turn, or precede ``ask_user``, stay recorded datasource transactions.
 
-Such a write runs ``DurableRuns``' own transaction body on a psycopg connection of this
-process, in pipeline mode with its own BEGIN and COMMIT (psycopg's transaction block would
-wait for each): five statements, the client waiting for the server three times (the turn's
-status held against a cancel, the rows, the commit). A lost connection or a transient error
+Such a write (:func:`write_progress`) runs on a psycopg connection of this process whose
+search path names the thread store's schema, in pipeline mode with its own BEGIN and COMMIT
+(psycopg's transaction block would wait for each): six statements, the client waiting for the
+server twice (the results, then the commit). A lost connection or a transient error
 (serialization, deadlock) is retried with backoff, as DBOS retries its own transactions, so
 an outage pauses the turn rather than failing it.
 """
@@ -23,11 +23,16 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import psycopg
 from dbos import DBOS
+
+from roboz.durable import cancel
+from roboz.durable.conversation import Row, Updated
+from roboz.threads import turn_rows
+from roboz.threads.postgres import check_schema_name, notify_changed
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -44,8 +49,11 @@ def in_step() -> bool:
 class StepWrites:
     """The connections of the writes made inside steps; one per step running at once."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, schema: str | None = None) -> None:
+        """``schema``: the search path of the connections (set once per connection, where
+        a transaction of the thread store's writer would otherwise set it each time)."""
         self.url = url
+        self.schema = schema
         self._idle: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -108,7 +116,11 @@ class StepWrites:
                 conn = self._idle.pop()
                 if not conn.closed and not conn.broken:
                     return conn
-        return psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        if self.schema is not None:
+            check_schema_name(self.schema)
+            conn.execute("SELECT set_config('search_path', %s, false)", (f'"{self.schema}"',))
+        return conn
 
     def _give(self, conn: psycopg.Connection[Any]) -> None:
         with self._lock:
@@ -119,4 +131,29 @@ class StepWrites:
             conn.close()
 
 
-__all__ = ["StepWrites", "in_step"]
+def write_progress(
+    raw: psycopg.Connection[Any],
+    schema: str,
+    workflow_id: str,
+    thread_id: str,
+    rows: Sequence[Row],
+    updated: Sequence[Updated] = (),
+) -> int:
+    """The rows a tool step writes as it begins (a ``StepWrites.run`` body whose connection's
+    search path names ``schema``); returns how many were new. The turn's status held against
+    a cancel, the thread's lock, the rows and the change notice go out together: the client
+    waits for the server once for their results, once more for the commit. A cancelled turn
+    writes nothing and raises DBOS's cancellation, whatever else the write met."""
+    conn = turn_rows.connection(raw, None)
+    check = cancel.hold(conn, workflow_id)
+    notify_changed(raw, schema, thread_id)  # delivered when the rows commit, if they do
+    try:
+        count = turn_rows.write_rows(conn, thread_id, rows, updated)
+    except turn_rows.TurnConflictError:
+        check()
+        raise
+    check()
+    return count
+
+
+__all__ = ["StepWrites", "in_step", "write_progress"]

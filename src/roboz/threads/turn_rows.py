@@ -60,16 +60,35 @@ class TurnConflictError(ThreadStoreError):
     """Another writer took a sequence number of the turn; nothing of this write was kept."""
 
 
-def connection(raw: Any, schema: str) -> Conn:
+class _Transaction(_Connection):
+    """The thread store's SQL on a connection inside one transaction, which knows the
+    thread write locks it took: a lock is held until the transaction ends, so the functions
+    here that each take it before they write ask the server for it once."""
+
+    __slots__ = ("locked",)
+
+    def __init__(self, raw: Any) -> None:
+        super().__init__(raw)
+        self.locked: set[str] = set()
+
+
+def connection(raw: Any, schema: str | None) -> Conn:
     """The thread store's SQL on ``raw``, a connection inside the caller's open transaction:
-    its tables are those of PostgreSQL schema ``schema`` until the transaction ends."""
-    check_schema_name(schema)
-    raw.execute("SELECT set_config('search_path', %s, true)", (f'"{schema}"',))
-    return _Connection(raw)
+    its tables are those of PostgreSQL schema ``schema`` until the transaction ends (None:
+    the session's search path already names it). Use it for that one transaction only."""
+    if schema is not None:
+        check_schema_name(schema)
+        raw.execute("SELECT set_config('search_path', %s, true)", (f'"{schema}"',))
+    return _Transaction(raw)
 
 
 def _lock(conn: Conn, thread_id: str) -> None:
+    locked = conn.locked if isinstance(conn, _Transaction) else None
+    if locked is not None and thread_id in locked:
+        return
     conn.execute("SELECT pg_advisory_xact_lock(?, ?)", (_WRITE_LOCK, _key(thread_id) & 0x7FFFFFFF))
+    if locked is not None:
+        locked.add(thread_id)
 
 
 def begin_turn(
