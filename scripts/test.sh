@@ -131,6 +131,11 @@ pytest_phase() { # VENV [MORE PYTEST ARGS...]
         || rc=$?
     if [ $quick = 1 ]; then
         serial_rc=5 # the SERIAL batteries are all slow: --quick leaves them out
+    elif [ "$venv" != .venv ]; then
+        # Once, on the first Python: they prove process handling (workers killed, PostgreSQL
+        # restarted) against deadlines and take minutes of waiting; the durable tests of the
+        # parallel pass run the same code on this Python.
+        serial_rc=5
     else
         # Then, alone on the machine, the batteries that must not share it (tests/conftest.py
         # SERIAL); they are slow, so --quick has none of them.
