@@ -148,8 +148,12 @@ def serve(
         raise CliUsageError("roboz serve needs --app MODULE:ATTR (see 'roboz serve --help')")
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise CliUsageError(f"--log-level must be debug, info, warning or error, not {log_level!r}")
-    server_app, server_serve = _server_imports()
+    if store is not None and url is not None:
+        raise CliUsageError("give --store or --url, not both")
+    # The server stack (FastAPI, uvicorn) takes most of a second to import: a usage error
+    # is found and reported before it.
     agents = load_agents(app_spec)
+    server_app, server_serve = _server_imports()
     runs = agents if _is_durable_runs(agents) else None
     if runs is not None:
         if not durable:
