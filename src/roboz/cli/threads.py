@@ -16,8 +16,8 @@ from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
 
 app = App(
-    help="Threads: migrate a PostgreSQL thread store, or work with the threads of a "
-    "roboz serve (--url http://...)."
+    help="Threads: read a store directly (--store PATH, or --url of PostgreSQL), work with "
+    "the threads of a roboz serve (--url http://...), or migrate a PostgreSQL store."
 )
 
 URL_HELP = (

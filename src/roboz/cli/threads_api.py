@@ -1,5 +1,7 @@
 """``roboz threads list|show|search|create|send|cancel|fork|pin|unpin|rate|delete --url
 http://...``: the thread API of a ``roboz serve`` through :class:`roboz.server.ThreadClient`.
+``list``, ``show``, ``export`` and ``delete`` also open a store directly (``--store PATH``,
+or ``--url`` of a PostgreSQL database; see ``threads_store``).
 
 Errors the server answers are one line with its code; a refused input (400, 404, 422) exits
 2, any other refusal or an unreachable server 1.
@@ -10,12 +12,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
+from roboz.cli.threads_store import is_server_url, opened_store, threads_of
 
 URL_HELP = "The roboz serve to talk to, e.g. http://127.0.0.1:8340."
 TOKEN_HELP = "A bearer token (roboz serve tokens create); default: $ROBOZ_TOKEN."
@@ -23,6 +27,21 @@ TOKEN_HELP = "A bearer token (roboz serve tokens create); default: $ROBOZ_TOKEN.
 Url = Annotated[str, typer.Option("--url", help=URL_HELP, envvar="ROBOZ_SERVER_URL")]
 Token = Annotated[
     str, typer.Option("--token", help=TOKEN_HELP, envvar="ROBOZ_TOKEN", show_default=False)
+]
+EITHER_HELP = (
+    "A roboz serve (http://...), or a PostgreSQL thread store to open directly "
+    "(postgresql://... or a conninfo string)."
+)
+STORE_HELP = "A SQLite thread store to open directly (as its operator: no token)."
+EitherUrl = Annotated[
+    str | None,
+    typer.Option("--url", help=EITHER_HELP, envvar="ROBOZ_SERVER_URL", show_default=False),
+]
+Store = Annotated[Path | None, typer.Option("--store", help=STORE_HELP, show_default=False)]
+Schema = Annotated[str, typer.Option("--schema", help="The PostgreSQL schema of the store.")]
+MaybeToken = Annotated[
+    str | None,
+    typer.Option("--token", help=TOKEN_HELP, envvar="ROBOZ_TOKEN", show_default=False),
 ]
 ThreadArg = Annotated[str, typer.Argument(help="The thread's id.", metavar="THREAD_ID")]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of lines.")]
@@ -48,6 +67,17 @@ def _client(url: str, token: str) -> Generator[Any]:
         raise CliError(f"cannot reach {url}: {error}") from error
 
 
+def _direct(url: str | None, store: Path | None, token: str | None) -> bool:
+    """Whether the command opens a store itself; a server needs --url and a token."""
+    if store is not None or (url is not None and not is_server_url(url)):
+        return True
+    if url is None:
+        raise CliUsageError("give --url (a server or PostgreSQL) or --store PATH (SQLite)")
+    if not token:
+        raise CliUsageError("a server needs --token (or $ROBOZ_TOKEN)")
+    return False
+
+
 def _line(thread: Any) -> str:
     pin = "*" if thread.pinned_at is not None else " "
     return f"{pin} {thread.thread_id}  {thread.status.value:<16} {thread.title or ''}".rstrip()
@@ -70,17 +100,30 @@ def register(app: App) -> None:
 
     @command("list")
     def list_threads(  # pyright: ignore[reportUnusedFunction]
-        url: Url,
-        token: Token,
+        url: EitherUrl = None,
+        token: MaybeToken = None,
+        store: Store = None,
+        schema: Schema = "roboz",
         limit: Annotated[int, typer.Option("--limit", min=1, max=1000)] = 50,
         page_token: Annotated[str | None, typer.Option("--page-token")] = None,
         pinned: Annotated[bool, typer.Option("--pinned", help="Only your pinned threads.")] = False,
         as_json: Json = False,
     ) -> None:
-        """List the threads you may read, newest first (* = pinned by you)."""
-        with _client(url, token) as client:
-            page = client.list_threads(limit=limit, page_token=page_token, pinned=pinned)
-        _print_page(page, as_json)
+        """List the threads you may read, newest first (* = pinned by you); from a store,
+        every thread."""
+        if not _direct(url, store, token):
+            assert url is not None and token is not None
+            with _client(url, token) as client:
+                page = client.list_threads(limit=limit, page_token=page_token, pinned=pinned)
+            _print_page(page, as_json)
+            return
+        if page_token is not None or pinned:
+            raise CliUsageError("--page-token and --pinned are for a server")
+        from roboz.threads import ThreadPage
+
+        with opened_store(store, url, schema) as opened:
+            threads = opened.list_threads(limit=limit)
+        _print_page(ThreadPage(threads, None), as_json)
 
     @command("search")
     def search_threads(  # pyright: ignore[reportUnusedFunction]
@@ -97,10 +140,56 @@ def register(app: App) -> None:
         _print_page(page, as_json)
 
     @command("show")
-    def show_thread(thread_id: ThreadArg, url: Url, token: Token) -> None:  # pyright: ignore[reportUnusedFunction]
+    def show_thread(  # pyright: ignore[reportUnusedFunction]
+        thread_id: ThreadArg,
+        url: EitherUrl = None,
+        token: MaybeToken = None,
+        store: Store = None,
+        schema: Schema = "roboz",
+    ) -> None:
         """Print a thread as JSON, as the API reads it."""
-        with _client(url, token) as client:
-            typer.echo(client.get_thread(thread_id).model_dump_json(indent=2))
+        if not _direct(url, store, token):
+            assert url is not None and token is not None
+            with _client(url, token) as client:
+                typer.echo(client.get_thread(thread_id).model_dump_json(indent=2))
+            return
+        with opened_store(store, url, schema) as opened:
+            for thread in threads_of(opened, [thread_id]):
+                typer.echo(thread.model_dump_json(indent=2))
+
+    @command("export")
+    def export(  # pyright: ignore[reportUnusedFunction]
+        thread_ids: Annotated[
+            list[str] | None,
+            typer.Argument(
+                help="The threads (default: all).", metavar="[THREAD_ID]...", show_default=False
+            ),
+        ] = None,
+        url: EitherUrl = None,
+        token: MaybeToken = None,
+        store: Store = None,
+        schema: Schema = "roboz",
+    ) -> None:
+        """Print threads as JSON lines (one whole thread per line, as the API reads it): a
+        backup, or a copy for another tool."""
+        ids = list(thread_ids or [])
+        if not _direct(url, store, token):
+            assert url is not None and token is not None
+            with _client(url, token) as client:
+                if not ids:
+                    page_token = None
+                    while True:
+                        page = client.list_threads(limit=1000, page_token=page_token)
+                        ids += [thread.thread_id for thread in page.threads]
+                        page_token = page.next_page_token
+                        if not page_token:
+                            break
+                for thread_id in ids:
+                    typer.echo(client.get_thread(thread_id).model_dump_json())
+            return
+        with opened_store(store, url, schema) as opened:
+            for thread in threads_of(opened, ids):
+                typer.echo(thread.model_dump_json())
 
     @command("create")
     def create_thread(  # pyright: ignore[reportUnusedFunction]
@@ -202,7 +291,19 @@ def register(app: App) -> None:
             client.rate_thread(thread_id, verdict, message_sequence_num=message, comment=comment)
 
     @command("delete")
-    def delete(thread_id: ThreadArg, url: Url, token: Token) -> None:  # pyright: ignore[reportUnusedFunction]
-        """Delete a thread (yours, or as an admin)."""
-        with _client(url, token) as client:
-            client.delete_thread(thread_id)
+    def delete(  # pyright: ignore[reportUnusedFunction]
+        thread_id: ThreadArg,
+        url: EitherUrl = None,
+        token: MaybeToken = None,
+        store: Store = None,
+        schema: Schema = "roboz",
+    ) -> None:
+        """Delete a thread (yours, or as an admin; from a store, any thread no run holds)."""
+        if not _direct(url, store, token):
+            assert url is not None and token is not None
+            with _client(url, token) as client:
+                client.delete_thread(thread_id)
+            return
+        with opened_store(store, url, schema, write=True) as opened:
+            opened.delete_thread(thread_id)
+        typer.echo(f"deleted {thread_id}")

@@ -1,0 +1,139 @@
+"""A thread store opened directly by ``roboz threads list|show|export|delete``: ``--store
+PATH`` (SQLite) or ``--url`` of a PostgreSQL database, read and changed as its operator does,
+with no server and no token.
+
+Whatever the path holds, the command ends with one line that names the file and the next
+step: a missing file or folder, a file that is not a SQLite database, a SQLite database of
+something else, a damaged one. Nothing is created or migrated on the way: a store is checked
+read-only before a delete opens it for writing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from roboz.cli.errors import CliError, CliUsageError
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def is_server_url(url: str) -> bool:
+    """``--url`` names a ``roboz serve`` (http:// or https://), not a PostgreSQL database."""
+    return url.startswith(("http://", "https://"))
+
+
+def _check_path(path: Path) -> None:
+    """Refuse a path that cannot be a thread store before SQLite would create a file there."""
+    if not path.parent.is_dir():
+        raise CliUsageError(
+            f"--store {path}: the folder {path.parent} does not exist; check the path"
+        )
+    if path.is_dir():
+        raise CliUsageError(f"--store {path}: is a folder; give the thread store's file")
+    if not path.exists():
+        raise CliUsageError(
+            f"--store {path}: no such thread store; check the path (an agent run with a "
+            "SQLiteThreadStore creates it)"
+        )
+    try:
+        with path.open("rb") as file:
+            header = file.read(len(SQLITE_HEADER))
+    except OSError as error:
+        raise CliError(f"--store {path}: cannot read it: {error.strerror or error}") from None
+    if header and header != SQLITE_HEADER:
+        raise CliUsageError(f"--store {path}: not a SQLite database, so not a thread store")
+
+
+def _explained(path: Path, error: Exception) -> CliError:
+    """The store's refusal of ``path`` with the next step the reader needs."""
+    text = str(error)
+    if "malformed" in text or "not a database" in text or "disk I/O" in text:
+        return CliError(
+            f"--store {path}: damaged ({text.split(': ')[-1]}); restore it from a backup, or "
+            f"copy out what SQLite can still read: sqlite3 {path} .recover | sqlite3 recovered.db"
+        )
+    return CliError(text)
+
+
+def _foreign(path: Path) -> bool:
+    """A SQLite database without RoboZ's thread tables (some other program's file)."""
+    import sqlite3
+
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    try:
+        with sqlite3.connect(uri, uri=True) as conn:
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError:
+        return False  # damaged: the store's own error says so
+    return bool(tables) and "threads" not in tables
+
+
+@contextmanager
+def opened_store(
+    store: Path | None, url: str | None, schema: str, *, write: bool = False
+) -> Generator[Any]:
+    """The store ``--store`` or ``--url`` names; every error of the store becomes one line."""
+    from roboz.threads import (
+        SchemaVersionError,
+        ThreadBusyError,
+        ThreadNotFoundError,
+        ThreadStoreError,
+    )
+
+    if store is not None and url is not None:
+        raise CliUsageError("give --store or --url, not both")
+    if store is None and url is None:
+        raise CliUsageError("give --store PATH (SQLite) or --url (a server or PostgreSQL)")
+    if url is not None:
+        try:
+            from roboz.threads.postgres import PostgresThreadStore
+        except ImportError as error:  # pragma: no cover - psycopg is in the core install
+            raise CliError(f"{error}; install roboz[postgres]") from error
+        try:
+            opened: Any = PostgresThreadStore(url, schema=schema)
+        except (ThreadStoreError, SchemaVersionError) as error:
+            raise CliUsageError(str(error)) from None
+    else:
+        assert store is not None
+        _check_path(store)
+        if _foreign(store):
+            raise CliUsageError(
+                f"--store {store}: a SQLite database without RoboZ's thread tables (another "
+                "program's file?); check the path"
+            )
+        from roboz.threads import SQLiteThreadStore
+
+        try:
+            # Checked read-only first: opening for writing would create or migrate tables.
+            SQLiteThreadStore(store, read_only=True).close()
+            opened = SQLiteThreadStore(store, read_only=not write)
+        except SchemaVersionError as error:
+            raise CliError(str(error)) from None
+        except ThreadStoreError as error:
+            raise _explained(store, error) from None
+    try:
+        yield opened
+    except ThreadNotFoundError as error:
+        raise CliUsageError(str(error)) from None
+    except ThreadBusyError as error:
+        raise CliError(str(error)) from None
+    except ThreadStoreError as error:
+        if store is None:
+            raise CliError(str(error)) from None
+        raise _explained(store, error) from None
+    finally:
+        opened.close()
+
+
+def threads_of(store: Any, ids: list[str]) -> Iterator[Any]:
+    """The threads ``ids`` names (all of them, newest first, when it is empty), as the API
+    shows them."""
+    from roboz.threads import api_view
+
+    if not ids:
+        ids = [thread.thread_id for thread in store.list_threads(limit=2**62)]
+    for thread_id in ids:
+        yield api_view(store.get_thread(thread_id))
