@@ -146,6 +146,11 @@ def test_usage_errors(tmp_path: Path, sqlite_store: tuple[Path, list[str]]) -> N
     assert_one_line_error(both, 2, "not both")
     pinned = run_cli("threads", "list", "--store", str(path), "--pinned", cwd=tmp_path, env=env)
     assert_one_line_error(pinned, 2, "for a server")
+    # A server URL in the environment does not stand in the way of a store on the line.
+    served = {"ROBOZ_SERVER_URL": "http://127.0.0.1:9", "ROBOZ_TOKEN": ""}
+    assert (
+        run_cli("threads", "list", "--store", str(path), cwd=tmp_path, env=served).returncode == 0
+    )
 
 
 def test_a_postgres_store_is_read_and_changed_directly(tmp_path: Path, postgres_url: str) -> None:

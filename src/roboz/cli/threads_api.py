@@ -10,6 +10,7 @@ Errors the server answers are one line with its code; a refused input (400, 404,
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,6 +68,13 @@ def _client(url: str, token: str) -> Generator[Any]:
         raise CliError(f"cannot reach {url}: {error}") from error
 
 
+def _unless_stored(url: str | None, store: Path | None) -> str | None:
+    """--url, unless it only came from $ROBOZ_SERVER_URL and --store names a store."""
+    if store is not None and url is not None and url == os.environ.get("ROBOZ_SERVER_URL"):
+        return None
+    return url
+
+
 def _direct(url: str | None, store: Path | None, token: str | None) -> bool:
     """Whether the command opens a store itself; a server needs --url and a token."""
     if store is not None or (url is not None and not is_server_url(url)):
@@ -111,6 +119,7 @@ def register(app: App) -> None:
     ) -> None:
         """List the threads you may read, newest first (* = pinned by you); from a store,
         every thread."""
+        url = _unless_stored(url, store)
         if not _direct(url, store, token):
             assert url is not None and token is not None
             with _client(url, token) as client:
@@ -148,6 +157,7 @@ def register(app: App) -> None:
         schema: Schema = "roboz",
     ) -> None:
         """Print a thread as JSON, as the API reads it."""
+        url = _unless_stored(url, store)
         if not _direct(url, store, token):
             assert url is not None and token is not None
             with _client(url, token) as client:
@@ -173,6 +183,7 @@ def register(app: App) -> None:
         """Print threads as JSON lines (one whole thread per line, as the API reads it): a
         backup, or a copy for another tool."""
         ids = list(thread_ids or [])
+        url = _unless_stored(url, store)
         if not _direct(url, store, token):
             assert url is not None and token is not None
             with _client(url, token) as client:
@@ -299,6 +310,7 @@ def register(app: App) -> None:
         schema: Schema = "roboz",
     ) -> None:
         """Delete a thread (yours, or as an admin; from a store, any thread no run holds)."""
+        url = _unless_stored(url, store)
         if not _direct(url, store, token):
             assert url is not None and token is not None
             with _client(url, token) as client:
