@@ -22,6 +22,7 @@ from roboz.threads import writer
 from roboz.threads._rows import (
     MESSAGE_COLUMNS,
     THREAD_COLUMNS,
+    current,
     dump_list,
     message_from_row,
     read_compressed_view,
@@ -310,7 +311,8 @@ class ThreadStoreBase(RunStoreMixin):
             ensure_verbatim(replacement)
         with self._write(thread_id) as conn:
             row = conn.execute(
-                "SELECT message_count FROM threads WHERE thread_id = ?", (thread_id,)
+                f"SELECT {current('message_count')} FROM threads WHERE thread_id = ?",
+                (thread_id,),
             ).fetchone()
             if row is None:
                 raise ThreadNotFoundError(f"no thread {thread_id!r}")

@@ -35,9 +35,48 @@ META_FIELDS = (
 )
 """Thread metadata kept in one JSON column; what queries filter or deltas track has its own."""
 
-THREAD_COLUMNS = (
-    "thread_id, org_id, created_by, created, origin, meta, status, title, tasks, goals, revision"
+
+def current(column: str, table: str = "threads") -> str:
+    """SQL for the thread's ``revision`` or ``message_count`` as it is now (``table``: how
+    the query names the threads table).
+
+    A run appending to a thread it holds on SQLite writes the message row only (see
+    ``writer.insert_row``): the row's own revision and sequence number then run ahead of the
+    thread row's, and the thread's are those of its last row. Every other write brings the
+    thread row up to date first (``writer.allocate``, ``writer.bump_revision``), so the
+    larger of the two is always current; read through this, never the column alone.
+    """
+    tail = "m.revision" if column == "revision" else "m.seq + 1"
+    if column not in ("revision", "message_count"):
+        raise ValueError(f"not a counter of a thread: {column!r}")
+    return (
+        f"coalesce((SELECT CASE WHEN {tail} > {table}.{column} THEN {tail} "
+        f"ELSE {table}.{column} END FROM messages m WHERE m.thread_id = {table}.thread_id "
+        f"ORDER BY m.seq DESC LIMIT 1), {table}.{column})"
+    )
+
+
+_THREAD_FIELDS = (
+    "thread_id",
+    "org_id",
+    "created_by",
+    "created",
+    "origin",
+    "meta",
+    "status",
+    "title",
+    "tasks",
+    "goals",
 )
+
+
+def thread_columns(table: str = "threads") -> str:
+    """The columns ``record_from_row`` reads, of the threads table named ``table``."""
+    fields = ", ".join(f"{table}.{field}" for field in _THREAD_FIELDS)
+    return f"{fields}, {current('revision', table)}"
+
+
+THREAD_COLUMNS = thread_columns()
 REVISION = 10
 """Position of ``revision`` in THREAD_COLUMNS."""
 MESSAGE_COLUMNS = "seq, role, status, created, content"

@@ -24,6 +24,10 @@ __all__ = ["SQLiteThreadStore", "extension"]
 class SQLiteThreadStore(ThreadStoreBase, LedgerMixin, AccessMixin, TokenMixin):
     """Threads, messages, tasks, goals and compressed variants in one SQLite file."""
 
+    # A commit writes every page it changed to the WAL: a run's append leaves the thread row
+    # as it is, so each message costs the pages of its own row alone.
+    _row_only_appends = True
+
     def __init__(
         self, path: str | Path, *, busy_timeout_s: float = 30.0, read_only: bool = False
     ) -> None:
