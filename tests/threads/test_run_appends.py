@@ -157,8 +157,9 @@ def test_random_interleavings_reconstruct_exactly(store: Any) -> None:
 
 @pytest.mark.sqlite_only
 def test_a_version_4_store_is_migrated_and_loses_nothing(tmp_path: Path) -> None:
-    """A file written by the previous schema (thread row always current) opens, keeps
-    every message, its tokens stay valid, and a run continues it where it ended."""
+    """A file written before runs appended rows alone (the thread row always current, every
+    message indexed by revision) opens, keeps every message, its tokens stay valid, and a
+    run continues it where it ended."""
     from roboz.threads._schema import _SCHEMA_V1, _V1_TO_V2, _V2_TO_V3, _V3_TO_V4, SCHEMA_VERSION
 
     path = tmp_path / "v4.db"
@@ -196,3 +197,7 @@ def test_a_version_4_store_is_migrated_and_loses_nothing(tmp_path: Path) -> None
         assert thread.apply_delta(delta) == store.get_thread("th_old")
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        indexes = raw.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'messages'"
+        )
+        assert {name for (name,) in indexes} == {"messages_changed"}
