@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -46,6 +47,18 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int, t
     assert "Traceback" not in result.stderr
 
 
+def _process_state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/wchan") as wchan, open(f"/proc/{pid}/status") as status:
+            fields = dict(line.split(":\t", 1) for line in status.read().splitlines())
+            signals = ", ".join(
+                f"{k} {fields[k]}" for k in ("SigPnd", "ShdPnd", "SigBlk", "SigIgn")
+            )
+            return f"state {fields['State']}, waiting in {wchan.read()}, {signals}"
+    except (OSError, KeyError, ValueError) as error:
+        return f"state unknown: {error}"
+
+
 class Terminal:
     """The CLI on a real pseudo-terminal as its controlling terminal, as a person runs it.
 
@@ -59,9 +72,15 @@ class Terminal:
             if key not in ("ROBOZ_ENV_PASSWORD", "ROBOZ_DEBUG")
         }
         environment.update(env or {})
+        # A process that hangs is made to print where it is (SIGABRT, see finish).
+        environment.setdefault("PYTHONFAULTHANDLER", "1")
         self._master, slave = os.openpty()
 
         def take_terminal() -> None:
+            # As a shell starts a foreground job: SIGINT at its default, whatever this test
+            # process inherited or set (an ignored or blocked signal would carry over exec).
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             os.setsid()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
@@ -96,7 +115,16 @@ class Terminal:
 
     def finish(self, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         try:
-            stdout, stderr = self.process.communicate(timeout=timeout)
+            try:
+                stdout, stderr = self.process.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                # Its Python stack says where it hung; a bare timeout said nothing.
+                state = _process_state(self.process.pid)
+                self.process.send_signal(signal.SIGABRT)
+                _, stderr = self.process.communicate(timeout=10)
+                raise AssertionError(
+                    f"no exit within {timeout}s ({state}); where it was:\n{stderr.decode()}"
+                ) from None
         finally:
             if self.process.poll() is None:
                 self.process.kill()

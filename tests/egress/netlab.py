@@ -332,6 +332,8 @@ def _serve_dns_udp(sock: socket.socket, log: AcceptLog) -> None:
             query, peer = sock.recvfrom(4096)
         except OSError:
             return
+        if peer is None:  # shut down: recvfrom ends with no sender
+            return
         log.add("dns-udp", peer[0])
         sock.sendto(dns_answer(query, tcp=False), peer)
 

@@ -109,7 +109,8 @@ def test_the_thread_view_is_the_same_rows(store: SQLiteThreadStore) -> None:
     ]
     assert [u.tool_name for u in uses] == ["look", "read_log", "stop"]
     assert [r.tool_use_id for r in results] == [u.tool_use_id for u in uses]
-    assert results[0].payload == {"value": "saw cat"}
+    # What the tool returned, its image beside its value (the API view carries both).
+    assert results[0].payload == {"value": "saw cat", "images": [{"url": PNG.url}]}
     assert all(r.runtime_ms >= 0 for r in results)
     with sqlite3.connect(store.path) as raw:
         (rows,) = raw.execute("SELECT count(*) FROM messages WHERE thread_id = 'cats-2'").fetchone()
