@@ -272,16 +272,22 @@ def test_random_histories_reconstruct_exactly(store: SQLiteThreadStore) -> None:
 
 
 @pytest.mark.sqlite_only
-def test_changed_messages_are_found_through_the_revision_index(store: SQLiteThreadStore) -> None:
-    """A delta reads only what changed: the query must not walk the whole thread."""
+def test_changed_messages_are_found_without_walking_the_thread(store: SQLiteThreadStore) -> None:
+    """A delta reads only what changed: new rows from the thread's end by key, rows changed
+    in place through their index; the query must not walk the whole thread."""
     import sqlite3
 
-    from roboz.threads._rows import CHANGED_MESSAGES_SQL
+    from roboz.threads._rows import TAIL_AND_CHANGED_SQL
 
     with sqlite3.connect(store.path) as raw:
-        plan = raw.execute(f"EXPLAIN QUERY PLAN {CHANGED_MESSAGES_SQL}", ("t", 0)).fetchall()
-    details = " ".join(str(row[-1]) for row in plan)
-    assert "messages_by_revision" in details and "revision>?" in details
+        plan = raw.execute(f"EXPLAIN QUERY PLAN {TAIL_AND_CHANGED_SQL}", ("t", 0)).fetchall()
+    steps = [str(row[-1]) for row in plan if str(row[-1]).startswith(("SEARCH", "SCAN"))]
+    assert steps == [
+        "SEARCH messages USING PRIMARY KEY (thread_id=? AND seq>?)",
+        "SEARCH messages USING PRIMARY KEY (thread_id=?)",
+        "SEARCH messages USING INDEX messages_changed (thread_id=? AND revision>?)",
+    ]
+    assert not any("TEMP B-TREE" in str(row[-1]) for row in plan)  # walked back, not sorted
 
 
 def test_impossible_deltas_are_refused_naming_the_field(store: SQLiteThreadStore) -> None:

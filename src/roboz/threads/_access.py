@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from roboz.threads import writer
-from roboz.threads._rows import THREAD_COLUMNS, record_from_row, thread_row
+from roboz.threads._rows import current, record_from_row, thread_columns, thread_row
 from roboz.threads.content import storable
 from roboz.threads.errors import MessageNotFoundError, ThreadBusyError, ThreadNotFoundError
 from roboz.threads.identity import Caller
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from roboz.threads._sql import Conn
     from roboz.threads.access import CallerThreads
 
-_QUALIFIED = ", ".join(f"t.{column}" for column in THREAD_COLUMNS.split(", "))
+_QUALIFIED = thread_columns("t")
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,8 @@ class AccessMixin:
         (``roboz serve``'s response cache)."""
         with getattr(self, "_peek", self._read)() as conn:
             row = conn.execute(
-                "SELECT revision, lease_owner IS NOT NULL FROM threads WHERE thread_id = ?",
+                f"SELECT {current('revision')}, lease_owner IS NOT NULL FROM threads "
+                "WHERE thread_id = ?",
                 (thread_id,),
             ).fetchone()
         return None if row is None else (int(row[0]), bool(row[1]))
@@ -201,7 +202,8 @@ class AccessMixin:
         when = utc_now()
         with self._write(thread_id) as conn:
             (count,) = conn.execute(
-                "SELECT message_count FROM threads WHERE thread_id = ?", (thread_id,)
+                f"SELECT {current('message_count')} FROM threads WHERE thread_id = ?",
+                (thread_id,),
             ).fetchone() or (None,)
             if count is None:
                 raise ThreadNotFoundError(f"no thread {thread_id!r}")

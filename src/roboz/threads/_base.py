@@ -20,8 +20,10 @@ from typing import Any
 
 from roboz.threads import writer
 from roboz.threads._rows import (
+    CHANGED_MESSAGES_SQL,
     MESSAGE_COLUMNS,
     THREAD_COLUMNS,
+    current,
     dump_list,
     message_from_row,
     read_compressed_view,
@@ -67,6 +69,9 @@ class ThreadStoreBase(RunStoreMixin):
     _write: Callable[[str], AbstractContextManager[Conn]]
     _duplicate_key: tuple[type[Exception], ...]
     """What the driver raises when an insert hits an existing primary key."""
+    _changed_messages_sql = CHANGED_MESSAGES_SQL
+    """How a delta finds the messages written after a revision (``_rows``; the schema's
+    indexes decide)."""
 
     # -- threads ------------------------------------------------------------------------------
 
@@ -310,7 +315,8 @@ class ThreadStoreBase(RunStoreMixin):
             ensure_verbatim(replacement)
         with self._write(thread_id) as conn:
             row = conn.execute(
-                "SELECT message_count FROM threads WHERE thread_id = ?", (thread_id,)
+                f"SELECT {current('message_count')} FROM threads WHERE thread_id = ?",
+                (thread_id,),
             ).fetchone()
             if row is None:
                 raise ThreadNotFoundError(f"no thread {thread_id!r}")
@@ -326,7 +332,7 @@ class ThreadStoreBase(RunStoreMixin):
         """Everything that changed after ``continuation_token`` (None: the whole thread)."""
         self.recover_interrupted(thread_id)
         with self._read() as conn:
-            return read_delta(conn, thread_id, continuation_token)
+            return read_delta(conn, thread_id, continuation_token, self._changed_messages_sql)
 
     # -- compression --------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from roboz.threads import writer
+from roboz.threads._rows import current
 from roboz.threads.record import utc_now
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ class LedgerMixin:
             return []
         marks = ", ".join("?" * len(agents))
         query = (
-            "SELECT t.thread_id, t.created_by, t.created, t.message_count, "
+            f"SELECT t.thread_id, t.created_by, t.created, {current('message_count', 't')}, "
             "coalesce((SELECT max(s.last_seq) FROM snapshots s WHERE s.thread_id = t.thread_id),"
             " -1), t.lease_owner, t.lease_pid, t.lease_start "
             f"FROM threads t WHERE t.created_by IN ({marks}) ORDER BY t.created, t.thread_id"
@@ -135,7 +136,8 @@ class LedgerMixin:
                 self.recover_interrupted(thread_id)
                 with self._read() as conn:
                     (count,) = conn.execute(
-                        "SELECT message_count FROM threads WHERE thread_id = ?", (thread_id,)
+                        f"SELECT {current('message_count')} FROM threads WHERE thread_id = ?",
+                        (thread_id,),
                     ).fetchone()
                 owner = pid = None
             runs.append(RunInfo(thread_id, agent, created, count, covered, pid if owner else None))

@@ -35,9 +35,48 @@ META_FIELDS = (
 )
 """Thread metadata kept in one JSON column; what queries filter or deltas track has its own."""
 
-THREAD_COLUMNS = (
-    "thread_id, org_id, created_by, created, origin, meta, status, title, tasks, goals, revision"
+
+def current(column: str, table: str = "threads") -> str:
+    """SQL for the thread's ``revision`` or ``message_count`` as it is now (``table``: how
+    the query names the threads table).
+
+    A run appending to a thread it holds on SQLite writes the message row only (see
+    ``writer.insert_row``): the row's own revision and sequence number then run ahead of the
+    thread row's, and the thread's are those of its last row. Every other write brings the
+    thread row up to date first (``writer.allocate``, ``writer.bump_revision``), so the
+    larger of the two is always current; read through this, never the column alone.
+    """
+    tail = "m.revision" if column == "revision" else "m.seq + 1"
+    if column not in ("revision", "message_count"):
+        raise ValueError(f"not a counter of a thread: {column!r}")
+    return (
+        f"coalesce((SELECT CASE WHEN {tail} > {table}.{column} THEN {tail} "
+        f"ELSE {table}.{column} END FROM messages m WHERE m.thread_id = {table}.thread_id "
+        f"ORDER BY m.seq DESC LIMIT 1), {table}.{column})"
+    )
+
+
+_THREAD_FIELDS = (
+    "thread_id",
+    "org_id",
+    "created_by",
+    "created",
+    "origin",
+    "meta",
+    "status",
+    "title",
+    "tasks",
+    "goals",
 )
+
+
+def thread_columns(table: str = "threads") -> str:
+    """The columns ``record_from_row`` reads, of the threads table named ``table``."""
+    fields = ", ".join(f"{table}.{field}" for field in _THREAD_FIELDS)
+    return f"{fields}, {current('revision', table)}"
+
+
+THREAD_COLUMNS = thread_columns()
 REVISION = 10
 """Position of ``revision`` in THREAD_COLUMNS."""
 MESSAGE_COLUMNS = "seq, role, status, created, content"
@@ -45,9 +84,24 @@ CHANGED_MESSAGES_SQL = (
     f"SELECT {MESSAGE_COLUMNS}, base_revision, block_revisions FROM messages "
     "WHERE thread_id = ? AND revision > ?"
 )
-"""Messages written after a revision. No ORDER BY: with one, SQLite walks the whole thread
-by primary key instead of using the (thread_id, revision) index, and a delta stops being
-proportional to what changed."""
+"""Messages written after a revision, through the (thread_id, revision) index of every
+message (PostgreSQL's schema)."""
+
+_SINCE = f"SELECT {MESSAGE_COLUMNS}, base_revision, block_revisions FROM messages "
+TAIL_AND_CHANGED_SQL = (
+    f"{_SINCE}WHERE thread_id = ?1 AND seq > coalesce((SELECT seq FROM messages "
+    "WHERE thread_id = ?1 AND base_revision <= ?2 ORDER BY seq DESC LIMIT 1), -1) "
+    f"UNION ALL {_SINCE}WHERE thread_id = ?1 AND revision > ?2 AND revision > base_revision"
+)
+"""Messages written after a revision, without an index entry per message (SQLite's schema
+from version 6, where only messages changed after they were written are indexed by
+revision, ``messages_changed``): every write that creates or re-creates rows gives them the
+thread's next revision as ``base_revision`` at the end of the thread (appends, a rewrite from
+a message on, which re-marks all after it, a regeneration, which deletes them), so
+``base_revision`` never falls along ``seq``, and the rows created after a revision are those
+after the last row created before it: found walking back from the thread's end, as many rows
+as are new. Rows changed since in place (a reply growing, marked failed) are the indexed
+ones. A row can be both; the caller keeps one."""
 
 
 def dump_list(items: Sequence[BaseModel], field: str = "tasks or goals") -> str:
@@ -171,8 +225,14 @@ def record_from_row(row: Sequence[Any], *, with_tasks_and_goals: bool) -> AgentT
         raise CorruptRecordError(f"thread {thread_id!r} cannot be decoded: {error}") from error
 
 
-def read_delta(conn: Conn, thread_id: str, continuation_token: str | None) -> AgentThreadDelta:
-    """What changed in ``thread_id`` after the token's revision, read in the caller's snapshot."""
+def read_delta(
+    conn: Conn,
+    thread_id: str,
+    continuation_token: str | None,
+    changed_sql: str = CHANGED_MESSAGES_SQL,
+) -> AgentThreadDelta:
+    """What changed in ``thread_id`` after the token's revision, read in the caller's snapshot
+    (``changed_sql``: how the backend's schema finds the messages written after it)."""
     row = thread_row(conn, thread_id)
     current = int(row[REVISION])
     seen = -1 if continuation_token is None else decode_token(continuation_token, thread_id)
@@ -188,7 +248,8 @@ def read_delta(conn: Conn, thread_id: str, continuation_token: str | None) -> Ag
     # A rewind re-marks every message from its index on (or deletes it), so whatever sits
     # there now carries a later revision and is selected by revision alone; the client
     # dropped those messages, so they go out whole.
-    rows = sorted(conn.execute(CHANGED_MESSAGES_SQL, (thread_id, seen)).fetchall())
+    found = conn.execute(changed_sql, (thread_id, seen)).fetchall()
+    rows = sorted({int(r[0]): r for r in found}.values(), key=lambda r: int(r[0]))
     changed = conn.execute(
         "SELECT status_revision > ?1, title_revision > ?1, tasks_revision > ?1, "
         "goals_revision > ?1 FROM threads WHERE thread_id = ?2",

@@ -24,6 +24,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from roboz.threads import writer
+from roboz.threads._rows import current
 from roboz.threads.content import AgentErrorContent
 from roboz.threads.errors import CorruptRecordError, ThreadBusyError, ThreadNotFoundError
 from roboz.threads.record import (
@@ -156,6 +157,11 @@ class RunStoreMixin:
     (``_take_lease``, ``_owner_alive``, ``_lease_ended``); by default the holder is this
     process, alive while its pid runs with the same start time on this host.
     """
+
+    _row_only_appends = False
+    """Whether a run's own appends write the message row only, not the thread row (see
+    ``writer.insert_row``); the backend says so when every reader of the thread's counters
+    reads them through ``_rows.current``."""
 
     if TYPE_CHECKING:
         _where: str
@@ -305,6 +311,7 @@ class RunStoreMixin:
                 lease_owner=owner,
                 where=self._where,
                 expected=positions.get(owner),
+                row_only=self._row_only_appends,
             )
         positions[owner] = seq + 1, revision
         return seq
@@ -328,6 +335,7 @@ class RunStoreMixin:
                 lease_owner=lease.owner,
                 where=self._where,
                 expected=self._positions.get(lease.owner),
+                row_only=self._row_only_appends,
             )
         # Growing it moves the revision on outside the lease's writes: allocated again next.
         self._positions.pop(lease.owner, None)
@@ -356,7 +364,7 @@ class RunStoreMixin:
     def _check_lease(self, conn: Conn, lease: RunLease) -> int:
         """Refuse a run that no longer holds its thread; the thread's message count."""
         owner, count = conn.execute(
-            "SELECT lease_owner, message_count FROM threads WHERE thread_id = ?",
+            f"SELECT lease_owner, {current('message_count')} FROM threads WHERE thread_id = ?",
             (lease.thread_id,),
         ).fetchone()
         if owner != lease.owner:

@@ -6,7 +6,7 @@ import sqlite3
 
 from roboz.threads.errors import SchemaVersionError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 
 _SCHEMA_V1 = """
 CREATE TABLE threads (
@@ -138,6 +138,26 @@ CREATE TABLE api_tokens (
 secret is stored)."""
 
 
+_V4_TO_V5 = ""
+"""Version 5 changes what two columns mean, not the tables: a run appending to the thread it
+holds writes its message row alone, so ``threads.revision`` and ``threads.message_count`` may
+lag behind the thread's last row, and the thread's are the larger of the two (read through
+``_rows.current``; every other write brings the thread row up to date). A version 4 database
+already satisfies that, so nothing is rewritten; the version moves so that an older RoboZ,
+which reads the columns alone, refuses the file instead of reusing a sequence number."""
+
+
+_V5_TO_V6 = """
+DROP INDEX IF EXISTS messages_by_revision;
+CREATE INDEX IF NOT EXISTS messages_changed ON messages (thread_id, revision)
+    WHERE revision > base_revision
+"""
+"""Version 6 indexes by revision only the messages changed in place after they were written
+(a reply growing, marked failed): a delta finds the others from the end of the thread
+(``_rows.TAIL_AND_CHANGED_SQL``), so appending a message writes no index page besides its
+row's."""
+
+
 def _run(conn: sqlite3.Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
@@ -177,6 +197,12 @@ def ensure_schema(conn: sqlite3.Connection, path: object) -> None:
         version = 3
     if version == 3:
         _run(conn, _V3_TO_V4)
+        version = 4
+    if version == 4:
+        _run(conn, _V4_TO_V5)
+        version = 5
+    if version == 5:
+        _run(conn, _V5_TO_V6)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

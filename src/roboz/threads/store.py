@@ -13,6 +13,7 @@ from pathlib import Path
 from roboz.threads._access import AccessMixin
 from roboz.threads._base import ThreadStoreBase, extension
 from roboz.threads._ledger import LedgerMixin
+from roboz.threads._rows import TAIL_AND_CHANGED_SQL
 from roboz.threads._schema import check_schema_readable, ensure_schema
 from roboz.threads._sqlite import Connections
 from roboz.threads._tokens import TokenMixin
@@ -23,6 +24,12 @@ __all__ = ["SQLiteThreadStore", "extension"]
 
 class SQLiteThreadStore(ThreadStoreBase, LedgerMixin, AccessMixin, TokenMixin):
     """Threads, messages, tasks, goals and compressed variants in one SQLite file."""
+
+    # A commit writes every page it changed to the WAL: a run's append leaves the thread row
+    # as it is, so each message costs the pages of its own row alone.
+    _row_only_appends = True
+    # Nor does it add an entry to an index of every message by revision (schema version 6).
+    _changed_messages_sql = TAIL_AND_CHANGED_SQL
 
     def __init__(
         self, path: str | Path, *, busy_timeout_s: float = 30.0, read_only: bool = False

@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from roboz.threads._rows import decode_content, thread_row
+from roboz.threads._rows import current, decode_content, thread_row
 from roboz.threads._sql import Conn
 from roboz.threads.content import encode_blocks
 from roboz.threads.errors import (
@@ -61,6 +61,11 @@ __all__ = [
 ]
 
 _PARTS = ("status", "title", "tasks", "goals")
+
+_NEXT = f"{current('revision')} + 1"
+_COUNT = current("message_count")
+# Every write but a run's own append sets the thread row from the thread as it is now (its
+# last row may be ahead: see ``insert_row``), so the row is current again after it.
 
 
 def insert_thread(
@@ -103,9 +108,10 @@ def delete_thread(conn: Conn, thread_id: str) -> None:
 def bump_revision(conn: Conn, thread_id: str, *tracked: str) -> int:
     """Raise the thread's revision by one and return it; ``tracked`` names parts
     (status, title, tasks, goals) whose own change marker moves with it."""
-    sets = "".join(f", {name}_revision = revision + 1" for name in tracked)
+    sets = "".join(f", {name}_revision = {_NEXT}" for name in tracked)
     row = conn.execute(
-        f"UPDATE threads SET revision = revision + 1{sets} WHERE thread_id = ? RETURNING revision",
+        f"UPDATE threads SET revision = {_NEXT}, message_count = {_COUNT}{sets} "
+        "WHERE thread_id = ? RETURNING revision",
         (thread_id,),
     ).fetchone()
     if row is None:
@@ -154,7 +160,7 @@ def allocate(
     With ``lease_owner`` (a persisted run's write) the run must still hold the thread.
     """
     row = conn.execute(
-        "UPDATE threads SET revision = revision + 1, message_count = message_count + 1 "
+        f"UPDATE threads SET revision = {_NEXT}, message_count = {_COUNT} + 1 "
         "WHERE thread_id = ? RETURNING message_count - 1, revision, origin, lease_owner",
         (thread_id,),
     ).fetchone()
@@ -214,6 +220,7 @@ def insert_row(
     lease_owner: str | None = None,
     where: str = "",
     expected: tuple[int, int] | None = None,
+    row_only: bool = False,
 ) -> tuple[int, int]:
     """Append a run's message row (blocks encoded, RoboZ ``extras``) at the next sequence
     number; with ``lease_owner``, only while that run holds the thread. Returns the row's
@@ -222,29 +229,68 @@ def insert_row(
     ``expected`` is the thread's ``(message_count, revision)`` as the run's last write left
     it: the run holds the lease, so unless another writer touched the thread since, those are
     still current, and the thread row is moved on by one UPDATE that checks them (and the
-    lease) instead of one that reads the row back. When it matches no row, the thread did
-    move: allocated as usual.
+    lease) instead of one that reads the row back. With ``row_only`` the thread row is not
+    written at all: the row is inserted only if the thread row shows the lease and no later
+    revision, and the thread's count and revision are then read from its last row
+    (``_rows.current``), which saves a page written per message. When the check matches no
+    row, the thread did move: allocated as usual.
     """
-    allocated: tuple[int, int] | None = None
     if expected is not None and lease_owner is not None:
         seq, revision = expected
-        moved = conn.execute(
-            "UPDATE threads SET revision = ?, message_count = ? WHERE thread_id = ? "
-            "AND revision = ? AND message_count = ? AND lease_owner = ?",
-            (revision + 1, seq + 1, thread_id, revision, seq, lease_owner),
-        )
-        if moved.rowcount == 1:
-            allocated = seq, revision + 1
-    if allocated is None:
-        seq, revision, _ = allocate(conn, thread_id, lease_owner, where)
-        allocated = seq, revision
-    seq, revision = allocated
+        allocated = seq, revision + 1
+        now = utc_now().isoformat()
+        if row_only:
+            # Any other write raised the thread row's revision past the run's last one.
+            moved = conn.execute(
+                "INSERT INTO messages (thread_id, seq, role, status, created, content, "
+                "revision, base_revision, extras) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? "
+                "FROM threads WHERE thread_id = ? AND lease_owner = ? AND revision <= ?",
+                (
+                    thread_id,
+                    seq,
+                    role,
+                    status,
+                    now,
+                    content,
+                    revision + 1,
+                    revision + 1,
+                    extras,
+                    thread_id,
+                    lease_owner,
+                    revision,
+                ),
+            )
+            if moved.rowcount == 1:
+                return allocated
+        else:
+            moved = conn.execute(
+                "UPDATE threads SET revision = ?, message_count = ? WHERE thread_id = ? "
+                "AND revision = ? AND message_count = ? AND lease_owner = ?",
+                (revision + 1, seq + 1, thread_id, revision, seq, lease_owner),
+            )
+            if moved.rowcount == 1:
+                _insert(conn, thread_id, seq, role, status, content, revision + 1, extras)
+                return allocated
+    seq, revision, _ = allocate(conn, thread_id, lease_owner, where)
+    _insert(conn, thread_id, seq, role, status, content, revision, extras)
+    return seq, revision
+
+
+def _insert(
+    conn: Conn,
+    thread_id: str,
+    seq: int,
+    role: str,
+    status: str,
+    content: str,
+    revision: int,
+    extras: str,
+) -> None:
     conn.execute(
         "INSERT INTO messages (thread_id, seq, role, status, created, content, revision, "
         "base_revision, extras) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (thread_id, seq, role, status, utc_now().isoformat(), content, revision, revision, extras),
     )
-    return allocated
 
 
 def generating_row(
@@ -435,7 +481,7 @@ def take_lease(conn: Conn, thread_id: str, owner: str, pid: int | None, start: s
     """``owner``'s run holds the thread now; it is the agent's turn."""
     conn.execute(
         "UPDATE threads SET lease_owner = ?, lease_pid = ?, lease_start = ?, "
-        "status = ?, revision = revision + 1, status_revision = revision + 1 "
+        f"status = ?, revision = {_NEXT}, status_revision = {_NEXT}, message_count = {_COUNT} "
         "WHERE thread_id = ?",
         (owner, pid, start, AgentThreadStatus.ROBOTO_TURN.value, thread_id),
     )
@@ -445,7 +491,7 @@ def release_lease(conn: Conn, thread_id: str, status: AgentThreadStatus) -> None
     """No run holds the thread any more; its status says whose turn is next."""
     conn.execute(
         "UPDATE threads SET lease_owner = NULL, lease_pid = NULL, lease_start = NULL, "
-        "status = ?, revision = revision + 1, status_revision = revision + 1 "
+        f"status = ?, revision = {_NEXT}, status_revision = {_NEXT}, message_count = {_COUNT} "
         "WHERE thread_id = ?",
         (AgentThreadStatus(status).value, thread_id),
     )
