@@ -125,9 +125,10 @@ def set_part(conn: Conn, thread_id: str, part: str, value: str | None) -> None:
     if part not in _PARTS:
         raise ValueError(f"not a tracked part of a thread: {part!r}")
     # One statement, as bump_revision's with the value set alongside: a round trip fewer.
+    # Like every write but a run's own append, it brings the counters up to date first.
     row = conn.execute(
-        f"UPDATE threads SET revision = revision + 1, {part}_revision = revision + 1, "
-        f"{part} = ? WHERE thread_id = ? RETURNING revision",
+        f"UPDATE threads SET revision = {_NEXT}, message_count = {_COUNT}, "
+        f"{part}_revision = {_NEXT}, {part} = ? WHERE thread_id = ? RETURNING revision",
         (value, thread_id),
     ).fetchone()
     if row is None:
