@@ -169,3 +169,20 @@ def test_a_postgres_store_is_read_and_changed_directly(tmp_path: Path, postgres_
     assert run_cli("threads", "delete", cats, *where, cwd=tmp_path).returncode == 0
     listed = run_cli("threads", "list", *where, cwd=tmp_path)
     assert dogs in listed.stdout and cats not in listed.stdout
+
+
+def test_an_older_store_is_refused_until_migrated_and_loses_nothing(
+    tmp_path: Path, sqlite_store: tuple[Path, list[str]]
+) -> None:
+    path, ids = sqlite_store
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 4")  # the last version before this RoboZ's
+    listed = run_cli("threads", "list", "--store", str(path), cwd=tmp_path)
+    assert_one_line_error(listed, 1, f"run roboz threads migrate --store {path}")
+    migrated = run_cli("threads", "migrate", "--store", str(path), cwd=tmp_path)
+    assert migrated.returncode == 0, migrated.stderr
+    assert "thread schema version 4 -> " in migrated.stdout
+    again = run_cli("threads", "migrate", "--store", str(path), cwd=tmp_path)
+    assert "already at thread schema version" in again.stdout
+    exported = run_cli("threads", "export", "--store", str(path), cwd=tmp_path)
+    assert {json.loads(line)["thread_id"] for line in exported.stdout.splitlines()} == set(ids)

@@ -8,6 +8,8 @@ and datasource tables, see ``roboz.durable.schema``), unless ``--no-durable``.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -39,7 +41,18 @@ def _durable_installed() -> bool:
 
 @app.command("migrate")
 def migrate(
-    url: Annotated[str, typer.Option("--url", help=URL_HELP, envvar="ROBOZ_THREADS_URL")],
+    url: Annotated[
+        str | None,
+        typer.Option("--url", help=URL_HELP, envvar="ROBOZ_THREADS_URL", show_default=False),
+    ] = None,
+    store: Annotated[
+        Path | None,
+        typer.Option(
+            "--store",
+            help="A SQLite thread store to migrate (it also migrates when a run opens it).",
+            show_default=False,
+        ),
+    ] = None,
     schema: Annotated[str, typer.Option("--schema", help=SCHEMA_HELP)] = "roboz",
     durable: Annotated[
         bool | None, typer.Option("--durable/--no-durable", help=DURABLE_HELP)
@@ -48,6 +61,14 @@ def migrate(
     """Create the thread schema, or migrate it to this RoboZ's version (idempotent)."""
     # Imported here: `roboz --help` should not pay for the thread stores.
     from roboz.threads.errors import SchemaVersionError, ThreadStoreError
+
+    if store is not None:
+        if url is not None and url != os.environ.get("ROBOZ_THREADS_URL"):
+            raise CliUsageError("give --store or --url, not both")
+        _migrate_sqlite(store)
+        return
+    if url is None:
+        raise CliUsageError("give --url (PostgreSQL) or --store PATH (SQLite)")
 
     try:
         from roboz.threads.postgres import describe, migrate_database
@@ -72,6 +93,23 @@ def migrate(
         typer.echo(f"{where}, schema {schema}: already at thread schema version {after}")
     else:
         typer.echo(f"{where}, schema {schema}: thread schema version {before} -> {after}")
+
+
+def _migrate_sqlite(path: Path) -> None:
+    from roboz.cli.threads_store import check_sqlite_store, sqlite_schema_version
+    from roboz.threads import SchemaVersionError, SQLiteThreadStore, ThreadStoreError
+
+    check_sqlite_store(path)
+    before = sqlite_schema_version(path)
+    try:
+        SQLiteThreadStore(path).close()  # opening it writable migrates it
+    except (SchemaVersionError, ThreadStoreError) as error:
+        raise CliError(str(error)) from None
+    after = sqlite_schema_version(path)
+    if before == after:
+        typer.echo(f"{path}: already at thread schema version {after}")
+    else:
+        typer.echo(f"{path}: thread schema version {before} -> {after}")
 
 
 def _migrate_durable(url: str, schema: str) -> None:

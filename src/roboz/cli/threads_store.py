@@ -11,7 +11,7 @@ read-only before a delete opens it for writing.
 from __future__ import annotations
 
 from collections.abc import Generator, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +64,32 @@ def _foreign(path: Path) -> bool:
 
     uri = f"{path.resolve().as_uri()}?mode=ro"
     try:
-        with sqlite3.connect(uri, uri=True) as conn:
+        with closing(sqlite3.connect(uri, uri=True)) as conn:
             tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     except sqlite3.DatabaseError:
         return False  # damaged: the store's own error says so
     return bool(tables) and "threads" not in tables
+
+
+def check_sqlite_store(path: Path) -> None:
+    """Refuse, in one line with the next step, a path that is not a SQLite thread store."""
+    _check_path(path)
+    if _foreign(path):
+        raise CliUsageError(
+            f"--store {path}: a SQLite database without RoboZ's thread tables (another "
+            "program's file?); check the path"
+        )
+
+
+def sqlite_schema_version(path: Path) -> int:
+    """The thread schema version the file holds (SQLite's user_version), read-only."""
+    import sqlite3
+
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.DatabaseError as error:
+        raise _explained(path, error) from None
 
 
 @contextmanager
@@ -98,12 +119,7 @@ def opened_store(
             raise CliUsageError(str(error)) from None
     else:
         assert store is not None
-        _check_path(store)
-        if _foreign(store):
-            raise CliUsageError(
-                f"--store {store}: a SQLite database without RoboZ's thread tables (another "
-                "program's file?); check the path"
-            )
+        check_sqlite_store(store)
         from roboz.threads import SQLiteThreadStore
 
         try:

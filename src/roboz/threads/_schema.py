@@ -222,6 +222,6 @@ def check_schema_readable(conn: sqlite3.Connection, path: object) -> None:
             f"RoboZ; this RoboZ reads versions up to {SCHEMA_VERSION}. Upgrade RoboZ."
         )
     raise SchemaVersionError(
-        f"{path}: thread schema version {version} needs migrating to {SCHEMA_VERSION}; open "
-        "the store once writable to migrate it"
+        f"{path}: thread schema version {version} needs migrating to {SCHEMA_VERSION}; run "
+        f"roboz threads migrate --store {path} (or open the store once writable)"
     )
