@@ -10,7 +10,6 @@ Errors the server answers are one line with its code; a refused input (400, 404,
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +19,7 @@ import typer
 
 from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
-from roboz.cli.threads_store import is_server_url, opened_store, threads_of
+from roboz.cli.threads_store import is_server_url, opened_store, threads_of, url_beside
 
 URL_HELP = "The roboz serve to talk to, e.g. http://127.0.0.1:8340."
 TOKEN_HELP = "A bearer token (roboz serve tokens create); default: $ROBOZ_TOKEN."
@@ -68,22 +67,18 @@ def _client(url: str, token: str) -> Generator[Any]:
         raise CliError(f"cannot reach {url}: {error}") from error
 
 
-def _unless_stored(url: str | None, store: Path | None) -> str | None:
-    """--url, unless it only came from $ROBOZ_SERVER_URL and --store names a store."""
-    if store is not None and url is not None and url == os.environ.get("ROBOZ_SERVER_URL"):
-        return None
-    return url
-
-
-def _direct(url: str | None, store: Path | None, token: str | None) -> bool:
-    """Whether the command opens a store itself; a server needs --url and a token."""
+def _server(url: str | None, store: Path | None, token: str | None) -> tuple[str, str] | None:
+    """The server's URL and token, or None when the command opens a store itself (--store,
+    or --url of PostgreSQL). A --store on the line wins over a URL that only came from
+    $ROBOZ_SERVER_URL; a server needs a token."""
+    url = url_beside(store, url)
     if store is not None or (url is not None and not is_server_url(url)):
-        return True
+        return None
     if url is None:
         raise CliUsageError("give --url (a server or PostgreSQL) or --store PATH (SQLite)")
     if not token:
         raise CliUsageError("a server needs --token (or $ROBOZ_TOKEN)")
-    return False
+    return url, token
 
 
 def _line(thread: Any) -> str:
@@ -119,10 +114,8 @@ def register(app: App) -> None:
     ) -> None:
         """List the threads you may read, newest first (* = pinned by you); from a store,
         every thread."""
-        url = _unless_stored(url, store)
-        if not _direct(url, store, token):
-            assert url is not None and token is not None
-            with _client(url, token) as client:
+        if server := _server(url, store, token):
+            with _client(*server) as client:
                 page = client.list_threads(limit=limit, page_token=page_token, pinned=pinned)
             _print_page(page, as_json)
             return
@@ -157,10 +150,8 @@ def register(app: App) -> None:
         schema: Schema = "roboz",
     ) -> None:
         """Print a thread as JSON, as the API reads it."""
-        url = _unless_stored(url, store)
-        if not _direct(url, store, token):
-            assert url is not None and token is not None
-            with _client(url, token) as client:
+        if server := _server(url, store, token):
+            with _client(*server) as client:
                 typer.echo(client.get_thread(thread_id).model_dump_json(indent=2))
             return
         with opened_store(store, url, schema) as opened:
@@ -183,10 +174,8 @@ def register(app: App) -> None:
         """Print threads as JSON lines (one whole thread per line, as the API reads it): a
         backup, or a copy for another tool."""
         ids = list(thread_ids or [])
-        url = _unless_stored(url, store)
-        if not _direct(url, store, token):
-            assert url is not None and token is not None
-            with _client(url, token) as client:
+        if server := _server(url, store, token):
+            with _client(*server) as client:
                 if not ids:
                     page_token = None
                     while True:
@@ -310,10 +299,8 @@ def register(app: App) -> None:
         schema: Schema = "roboz",
     ) -> None:
         """Delete a thread (yours, or as an admin; from a store, any thread no run holds)."""
-        url = _unless_stored(url, store)
-        if not _direct(url, store, token):
-            assert url is not None and token is not None
-            with _client(url, token) as client:
+        if server := _server(url, store, token):
+            with _client(*server) as client:
                 client.delete_thread(thread_id)
             return
         with opened_store(store, url, schema, write=True) as opened:

@@ -10,6 +10,7 @@ read-only before a delete opens it for writing.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -23,6 +24,14 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 def is_server_url(url: str) -> bool:
     """``--url`` names a ``roboz serve`` (http:// or https://), not a PostgreSQL database."""
     return url.startswith(("http://", "https://"))
+
+
+def url_beside(store: Path | None, url: str | None) -> str | None:
+    """``--url``, unless it only came from $ROBOZ_SERVER_URL and ``--store`` names a store
+    (the one on the command line wins)."""
+    if store is not None and url is not None and url == os.environ.get("ROBOZ_SERVER_URL"):
+        return None
+    return url
 
 
 def _check_path(path: Path) -> None:
@@ -104,6 +113,7 @@ def opened_store(
         ThreadStoreError,
     )
 
+    url = url_beside(store, url)
     if store is not None and url is not None:
         raise CliUsageError("give --store or --url, not both")
     if store is None and url is None:
