@@ -104,17 +104,18 @@ def worker(
     """Serve durable runs: launch them under a stable executor id and a pinned application
     version, heartbeat in PostgreSQL, resume the runs of dead workers; stop on SIGTERM or
     SIGINT (Ctrl-C), leaving unfinished runs to the other workers."""
+    # Before DBOS is imported (most of a second): a usage error is said at once.
+    if stale_after <= heartbeat_interval * 2:
+        raise CliUsageError(
+            f"--stale-after ({stale_after:g} s) must exceed twice --heartbeat-interval "
+            f"({heartbeat_interval:g} s), or a busy worker could be taken for dead"
+        )
     try:
         from roboz.durable.errors import DurableError
         from roboz.durable.recovery import describe
         from roboz.durable.worker import Worker, default_executor_id
     except ImportError as error:  # pragma: no cover - dbos and psycopg come with the extra
         raise CliError(f"{error}; install roboz[durable]") from error
-    if stale_after <= heartbeat_interval * 2:
-        raise CliUsageError(
-            f"--stale-after ({stale_after:g} s) must exceed twice --heartbeat-interval "
-            f"({heartbeat_interval:g} s), or a busy worker could be taken for dead"
-        )
     runs = load_app(app)
     try:
         if url is not None and describe(url) != describe(runs.url):
