@@ -100,7 +100,8 @@ class _Cpu:
 
         with psycopg.connect(url) as conn:
             backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
-        self.postmaster = int(_stat(backend)[1])
+            # Read while the connection is open: its backend exits when it closes.
+            self.postmaster = int(_stat(backend)[1])
         self._tick = os.sysconf("SC_CLK_TCK")
 
     def __call__(self) -> float:
