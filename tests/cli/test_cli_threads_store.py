@@ -144,6 +144,8 @@ def test_usage_errors(tmp_path: Path, sqlite_store: tuple[Path, list[str]]) -> N
         "threads", "list", "--store", str(path), "--url", "host=/tmp", cwd=tmp_path, env=env
     )
     assert_one_line_error(both, 2, "not both")
+    other = run_cli("threads", "export", "--url", "ftp://x", cwd=tmp_path, env=env)
+    assert_one_line_error(other, 2, "a roboz serve (http://...) or a PostgreSQL database")
     pinned = run_cli("threads", "list", "--store", str(path), "--pinned", cwd=tmp_path, env=env)
     assert_one_line_error(pinned, 2, "for a server")
     # A server URL in the environment does not stand in the way of a store on the line.

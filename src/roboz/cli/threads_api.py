@@ -49,7 +49,7 @@ Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of lines.
 
 @contextmanager
 def _client(url: str, token: str) -> Generator[Any]:
-    if not url.startswith(("http://", "https://")):
+    if not url.lower().startswith(("http://", "https://")):
         raise CliUsageError(f"--url must be an http:// or https:// URL, not {url!r}")
     try:
         import httpx

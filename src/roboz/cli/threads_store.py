@@ -22,8 +22,15 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def is_server_url(url: str) -> bool:
-    """``--url`` names a ``roboz serve`` (http:// or https://), not a PostgreSQL database."""
-    return url.startswith(("http://", "https://"))
+    """``--url`` names a ``roboz serve`` (http:// or https://), not a PostgreSQL database
+    (postgresql:// or postgres://, or a conninfo string); any other scheme is refused."""
+    scheme, sep, _ = url.partition("://")
+    if sep and scheme.lower() not in ("http", "https", "postgresql", "postgres"):
+        raise CliUsageError(
+            f"--url must be a roboz serve (http://...) or a PostgreSQL database "
+            f"(postgresql://... or a conninfo string), not {url!r}"
+        )
+    return scheme.lower() in ("http", "https") and bool(sep)
 
 
 def url_beside(store: Path | None, url: str | None) -> str | None:
