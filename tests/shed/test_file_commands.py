@@ -339,3 +339,24 @@ def test_python_commands_have_a_deadline_too(ws):
     assert len(list((ws.base / "notes/tree").iterdir())) == 50  # stopped before any removal
     result = ws.run("cat:CMD", "notes/a.txt:PTH", limits=Limits(timeout=0))
     assert result.exit_status == 124 and "timed out" in result.value
+
+
+@pytest.mark.parametrize(
+    "tokens",
+    [
+        ["ls:CMD", ".:PTH"],  # strings, not pairs
+        [(1, "CMD")],
+        [(("ls",), "CMD")],
+        [("ls", "CMD"), (b".", "PTH")],
+        [None],
+    ],
+    ids=["strings", "int-value", "tuple-value", "bytes-value", "none"],
+)
+def test_tokens_of_the_wrong_shape_are_a_refusal_not_a_crash(ws, tokens) -> None:
+    from roboz.shed.files import run_file_command
+
+    before = sorted(os.listdir(ws.base))
+    result = run_file_command(ws.policy, tokens)
+    assert result.exit_status == 2
+    assert "syntax: each token is a (value, tag) pair of strings" in result.value
+    assert sorted(os.listdir(ws.base)) == before

@@ -57,19 +57,36 @@ def parse(
     anything runs; the engine itself checks a command's options when it reaches it.
     """
     try:
+        for token in tokens:
+            # Reached from outside (MCP, a caller's own tokens): a wrong shape is a refusal.
+            if not _is_token(token):
+                raise CommandSyntaxError(
+                    f"each token is a (value, tag) pair of strings, not {token!r}"
+                )
         steps = parse_sequence([(value, Tag(tag)) for value, tag in tokens])
         if options:
             for step in steps:
                 for call in step.pipeline:
                     parse_options(call)
     except (CommandSyntaxError, ValueError) as error:
-        report = CommandReport(
-            text=" ".join(value for value, _ in tokens), state="failed", reason=f"syntax: {error}"
-        )
+        report = CommandReport(text=_shown(tokens), state="failed", reason=f"syntax: {error}")
         return FileCommandResult(
             value=render([report], FAILED_STATUS), exit_status=FAILED_STATUS, commands=[report]
         )
     return steps
+
+
+def _is_token(token: object) -> bool:
+    return (
+        isinstance(token, tuple | list)
+        and len(token) == 2  # pyright: ignore[reportUnknownArgumentType]
+        and all(isinstance(part, str) for part in token)  # pyright: ignore[reportUnknownVariableType]
+    )
+
+
+def _shown(tokens: Sequence[object]) -> str:
+    """The refused sequence as text, whatever its tokens are."""
+    return " ".join(str(token[0]) if _is_token(token) else repr(token) for token in tokens)  # type: ignore[index]
 
 
 class FileCommandEngine:
