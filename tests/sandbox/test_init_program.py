@@ -70,8 +70,12 @@ def test_the_fork_server_is_restarted_and_dies_with_the_zygote(sandbox: Sandbox)
     zygote = zygote_client.get().proc
     assert zygote is not None
     (server,) = children_named(zygote.pid, "sandbox-forker")
+    warm_before = children_named(server, "sandbox-init")  # a warm pid 1 offered for the next run
     os.kill(server, signal.SIGKILL)
     assert gone(server)
+    # They die with their fork server; until one has, the helper could still hand it the
+    # next run, which would then end with the pid 1 (a race of this test's making).
+    assert all(gone(pid) for pid in warm_before), "a pid 1 outlived its fork server"
     r = sandbox.exec("/bin/echo", "again")
     assert r.outcome.status == "success" and r.out == "again\n", r
     (replacement,) = children_named(zygote.pid, "sandbox-forker")
