@@ -181,10 +181,24 @@ def test_an_older_store_is_refused_until_migrated_and_loses_nothing(
         conn.execute("PRAGMA user_version = 4")  # the last version before this RoboZ's
     listed = run_cli("threads", "list", "--store", str(path), cwd=tmp_path)
     assert_one_line_error(listed, 1, f"run roboz threads migrate --store {path}")
-    migrated = run_cli("threads", "migrate", "--store", str(path), cwd=tmp_path)
+    # A PostgreSQL URL in the environment does not stand in the way of --store either.
+    pg_env = {"ROBOZ_THREADS_URL": "host=/nowhere dbname=x"}
+    migrated = run_cli("threads", "migrate", "--store", str(path), cwd=tmp_path, env=pg_env)
     assert migrated.returncode == 0, migrated.stderr
     assert "thread schema version 4 -> " in migrated.stdout
     again = run_cli("threads", "migrate", "--store", str(path), cwd=tmp_path)
     assert "already at thread schema version" in again.stdout
     exported = run_cli("threads", "export", "--store", str(path), cwd=tmp_path)
     assert {json.loads(line)["thread_id"] for line in exported.stdout.splitlines()} == set(ids)
+
+
+def test_both_on_the_command_line_is_refused_and_the_environment_gives_way(
+    tmp_path: Path, sqlite_store: tuple[Path, list[str]]
+) -> None:
+    path, _ = sqlite_store
+    pg_env = {"ROBOZ_THREADS_URL": "host=/nowhere dbname=x"}
+    tokens = run_cli("serve", "tokens", "list", "--store", str(path), cwd=tmp_path, env=pg_env)
+    assert tokens.returncode == 0, tokens.stderr
+    for command in (["threads", "migrate"], ["serve", "tokens", "list"]):
+        both = run_cli(*command, "--store", str(path), "--url", "host=/x", cwd=tmp_path)
+        assert_one_line_error(both, 2, "not both")

@@ -17,6 +17,7 @@ import typer
 
 from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
+from roboz.cli.threads_store import url_beside
 
 app = App(
     help="Serve agents' threads over HTTP (roboz[server]): the thread API, live deltas, tokens.",
@@ -56,8 +57,7 @@ def open_store(store: Path | None, url: str | None, schema: str) -> Any:
     """The thread store the options name; one line saying what is wrong if it cannot open."""
     from roboz.threads import SchemaVersionError, ThreadStoreError
 
-    if store is not None and url is not None:
-        raise CliUsageError("give --store or --url, not both")
+    url = url_beside(store, url, "ROBOZ_THREADS_URL")
     try:
         if url is not None:
             from roboz.threads.postgres import PostgresThreadStore
@@ -148,8 +148,7 @@ def serve(
         raise CliUsageError("roboz serve needs --app MODULE:ATTR (see 'roboz serve --help')")
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise CliUsageError(f"--log-level must be debug, info, warning or error, not {log_level!r}")
-    if store is not None and url is not None:
-        raise CliUsageError("give --store or --url, not both")
+    url = url_beside(store, url, "ROBOZ_THREADS_URL")
     # The server stack (FastAPI, uvicorn) takes most of a second to import: a usage error
     # is found and reported before it.
     agents = load_agents(app_spec)

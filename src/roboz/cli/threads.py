@@ -8,7 +8,6 @@ and datasource tables, see ``roboz.durable.schema``), unless ``--no-durable``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +15,7 @@ import typer
 
 from roboz.cli.base import App
 from roboz.cli.errors import CliError, CliUsageError
+from roboz.cli.threads_store import url_beside
 
 app = App(
     help="Threads: read a store directly (--store PATH, or --url of PostgreSQL), work with "
@@ -63,8 +63,7 @@ def migrate(
     from roboz.threads.errors import SchemaVersionError, ThreadStoreError
 
     if store is not None:
-        if url is not None and url != os.environ.get("ROBOZ_THREADS_URL"):
-            raise CliUsageError("give --store or --url, not both")
+        url_beside(store, url, "ROBOZ_THREADS_URL")  # both on the command line: refused
         _migrate_sqlite(store)
         return
     if url is None:

@@ -33,12 +33,15 @@ def is_server_url(url: str) -> bool:
     return scheme.lower() in ("http", "https") and bool(sep)
 
 
-def url_beside(store: Path | None, url: str | None) -> str | None:
-    """``--url``, unless it only came from $ROBOZ_SERVER_URL and ``--store`` names a store
-    (the one on the command line wins)."""
-    if store is not None and url is not None and url == os.environ.get("ROBOZ_SERVER_URL"):
+def url_beside(store: Path | None, url: str | None, envvar: str = "ROBOZ_SERVER_URL") -> str | None:
+    """``--url`` as a command that also takes ``--store`` uses it: dropped when it only came
+    from ``$envvar`` (the ``--store`` on the command line wins); both on the command line is
+    a usage error."""
+    if store is None or url is None:
+        return url
+    if url == os.environ.get(envvar):
         return None
-    return url
+    raise CliUsageError("give --store or --url, not both")
 
 
 def _check_path(path: Path) -> None:
@@ -121,8 +124,6 @@ def opened_store(
     )
 
     url = url_beside(store, url)
-    if store is not None and url is not None:
-        raise CliUsageError("give --store or --url, not both")
     if store is None and url is None:
         raise CliUsageError("give --store PATH (SQLite) or --url (a server or PostgreSQL)")
     if url is not None:
@@ -140,8 +141,8 @@ def opened_store(
         from roboz.threads import SQLiteThreadStore
 
         try:
-            # Checked read-only first: opening for writing would create or migrate tables.
-            SQLiteThreadStore(store, read_only=True).close()
+            if write:  # checked read-only first: opening for writing would migrate tables
+                SQLiteThreadStore(store, read_only=True).close()
             opened = SQLiteThreadStore(store, read_only=not write)
         except SchemaVersionError as error:
             raise CliError(str(error)) from None
