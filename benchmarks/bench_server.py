@@ -3,16 +3,19 @@
 1. Append-to-client latency of a delta over SSE with 200 connected stream clients on one
    thread (targets, issue 27: p50 <= 5 ms, p99 <= 25 ms), beside one lone client in the same
    run. The scripted endpoint stamps each streamed piece with ``time.monotonic_ns()`` when it
-   hands it to the run (which appends it to the thread at once); a client's latency is its
-   arrival time minus that stamp (CLOCK_MONOTONIC is one clock for every process here).
+   hands it to the run (which appends it to the thread at once); a client's latency is the
+   time of the read that completed the piece minus that stamp (CLOCK_MONOTONIC is one clock
+   for every process here), taken two ways: when this process's reader thread read it
+   ("read"), and when the kernel put it in the client's socket (``SO_TIMESTAMPNS``,
+   "arrived"). The difference is the reader's own share of the CPU: one Python thread
+   reading 200 sockets, on the same 2 cores as the server (its CPU per read is printed).
 2. 50 concurrent turns with 200 stream clients spread over their threads: no error, no lost
    or duplicated delta (every client's rebuilt thread equals GET of the thread), server RSS.
 3. ``GET`` of a thread, requests/s and server CPU per request, against a bare ASGI handler
    returning the same JSON on the same uvicorn (target: <= 1.5x its cost).
 
 Clients speak HTTP/1.1 over raw sockets (no client library); stream clients are read by one
-thread that only stamps each read (epoll), their events parsed after the turn, so what is
-measured is the server. The floor of the SSE fan-out on this machine is measured in the same
+thread that only keeps each read with its times (epoll), their events parsed after the turn. The floor of the SSE fan-out on this machine is measured in the same
 run: a bare ASGI app on the same uvicorn pushing a stamped event of a delta's size to 200
 streams. Run: ``python -m benchmarks bench_server [--quick]``.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import gc
 import itertools
 import json
 import os
@@ -463,11 +467,17 @@ def _line(name: str, latencies: Latencies) -> str:
 
 
 async def _phase(run: Any) -> tuple[Any, _Listener]:
+    # No collection in this process while deltas arrive: a full one (the deltas parsed in an
+    # earlier phase are many objects) stalled the reader for 100-300 ms, and a read that
+    # then takes several events at once dates them all by the last one's arrival.
+    gc.collect()
+    gc.disable()
     listener = _Listener()
     try:
         return await run(listener), listener
     finally:
         listener.stop()
+        gc.enable()
 
 
 async def _latency(port: int, token: str, pieces: int, bare_port: int) -> None:
@@ -475,8 +485,9 @@ async def _latency(port: int, token: str, pieces: int, bare_port: int) -> None:
     (thread, final, results, crowd), ours = await _phase(
         lambda li: _turn(li, port, token, pieces, 20, 200)
     )
-    floor, bare = await _phase(lambda li: _bare_turn(li, bare_port, pieces, 200))
     bad = _check(thread, final, results)
+    del results
+    floor, bare = await _phase(lambda li: _bare_turn(li, bare_port, pieces, 200))
     print(
         f"SSE append-to-client latency, {pieces} deltas, pieces 20 ms apart (read: when this "
         "process's reader thread read it; arrived: the socket's kernel receive timestamp):"
