@@ -24,6 +24,10 @@ while [ $# -gt 0 ]; do
 done
 
 start=$SECONDS
+# The repository's own modules (src, helper, tests) are compiled once and cached like the
+# dependencies (setup.sh compiles those): with PYTHONDONTWRITEBYTECODE set, every process the
+# suite starts would compile them from source again.
+unset PYTHONDONTWRITEBYTECODE
 logs=$(mktemp -d "${TMPDIR:-/tmp}/roboz-test.XXXXXX")
 # A run that ends early (Ctrl-C, a failed set-up) ends its background phases and everything
 # they started, by pid, so that no type checker or environment sync is left running.
@@ -127,8 +131,12 @@ pytest_phase() { # VENV [MORE PYTEST ARGS...]
     shift
     # loadgroup: the tests of one xdist_group (a shared daemon, a fixed resource) run on one
     # worker, one after the other; every other test goes to whichever worker is free.
-    ROBOZ_TEST_PASS=parallel "$venv/bin/python" -m pytest -q -n "$workers" --dist loadgroup "$@" \
-        || rc=$?
+    local once=()
+    # The batteries marked once (tests/conftest.py ONCE: browsers, benchmark scripts, a type
+    # checker on generated code) do not depend on this Python: the first one runs them.
+    [ "$venv" != .venv ] && once=(-m "not once")
+    ROBOZ_TEST_PASS=parallel "$venv/bin/python" -m pytest -q -n "$workers" --dist loadgroup \
+        "${once[@]}" "$@" || rc=$?
     if [ $quick = 1 ]; then
         serial_rc=5 # the SERIAL batteries are all slow: --quick leaves them out
     elif [ "$venv" != .venv ]; then

@@ -8,7 +8,8 @@ Thread-store tests take the ``backend`` fixture (through ``store``) and run once
 once on a throwaway PostgreSQL cluster; a test marked ``sqlite_only`` is about SQLite itself.
 
 The batteries in ``SLOW`` are marked ``slow``: ``scripts/test.sh --quick`` leaves them out, the
-full run (and CI) runs them.
+full run (and CI) runs them. Those in ``ONCE`` are marked ``once``: the full run runs them on
+its first Python only.
 """
 
 from __future__ import annotations
@@ -62,9 +63,26 @@ def backend(request: pytest.FixtureRequest) -> str:
 SLOW = (
     "tests/durable/",
     "tests/server/test_durable_serve.py",
+    "tests/server/test_serve_cli.py",
+    "tests/server/ui/",
     "tests/benchmarks/",
     "tests/mcp/test_benchmark_runs.py",
     "tests/memory/test_readme_example.py::test_readme_scale_out_example",
+    "tests/cli/test_cli_scaffold.py",
+    "tests/cli/test_cli_inventory.py",
+    "tests/threads/test_postgres.py",
+    "tests/sandbox/test_view_walk.py",
+)
+
+# Batteries whose subject does not change with the Python that runs the suite: a browser
+# driving the web UI's JavaScript, the benchmark scripts, a type checker on generated code.
+# They are marked ``once``: scripts/test.sh runs them on the first Python only (the server,
+# the library and the CLI they drive are tested on every Python by the rest of the suite).
+ONCE = (
+    "tests/server/ui/",
+    "tests/benchmarks/",
+    "tests/mcp/test_benchmark_runs.py",
+    "tests/durable/test_worker_bench.py",
     "tests/cli/test_cli_scaffold.py::test_generated_code_passes_mypy_strict",
 )
 
@@ -90,6 +108,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.nodeid.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
+        if item.nodeid.startswith(ONCE):
+            item.add_marker(pytest.mark.once)
     other_pass = [item for item in items if not _in_this_pass(item)]
     if other_pass:
         config.hook.pytest_deselected(items=other_pass)

@@ -7,6 +7,16 @@ is passed on, so protocols that end a request with EOF (``git``'s smart HTTP doe
 some raw TCP services do) work; the tunnel ends when both ways have ended or either socket
 fails. ``Meter`` decides per chunk whether it may pass (the run's byte limit).
 
+Why copies through Python and not splice(2), a BufferedProtocol or a thread per way: each
+was measured against this relay (a 10 MB HTTPS download through two proxies side by side,
+in turns, on a shared 2-core machine). A splice relay through a pipe per way took ~15% less
+of the helper's CPU but made the download slower (1.18-1.33x the direct download against
+1.11-1.23x for this relay, medians of 100); a BufferedProtocol with one reused buffer and
+blocking threads were no faster. This relay is within ~0.05x of a plain forwarder written
+in C (benchmarks/egress_forwarder.c, the floor of any relay in user space): what a
+download through the proxy costs is mostly the extra hop, not the bytes' trip through
+Python.
+
 Standard library only.
 """
 
