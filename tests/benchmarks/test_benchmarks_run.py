@@ -78,5 +78,12 @@ def test_server_benchmark_prints_latency_load_and_get_figures() -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    for figure in ("200 clients: p50", "0 error(s), 0 client(s) with lost", "bare ASGI handler:"):
+    for figure in (
+        "200 clients: read p50",
+        "arrived: 200 clients p50",
+        "clients that differ from GET: 0;",
+        "CPU per socket read:",
+        "0 error(s), 0 client(s) with lost",
+        "bare ASGI handler:",
+    ):
         assert figure in done.stdout

@@ -34,6 +34,7 @@ def test_a_cached_thread_is_served_only_while_unchanged_and_only_to_its_readers(
     app: Any = served.server.config.app
     assert app.state.roboz.thread_cache.get(thread.thread_id) is not None  # filled by the route
     assert _get(served, "bob", thread.thread_id).content == first.content  # from the cache
+    assert _get(served, "bob", thread.thread_id).content == first.content  # from the cache
     assert _get(served, "ann", thread.thread_id).status_code == 200  # an admin of acme reads
     for who in ("cat", "eve"):  # private to bob; another org: as if missing
         refused = _get(served, who, thread.thread_id)
@@ -50,6 +51,11 @@ def test_a_cached_thread_is_served_only_while_unchanged_and_only_to_its_readers(
     revoked = _get(served, "bob", thread.thread_id)
     assert revoked.status_code == 401 and revoked.json()["error"]["code"] == "unauthorized"
 
+    # Checked at the store's present stamp, so answered again without reading a row; a
+    # write on the server's own connection (its loop thread) moves no data_version, and the
+    # store's count of its own writes must say the thread changed.
+    assert _get(served, "ann", thread.thread_id).json()["title"] == "second"
+    assert _get(served, "ann", thread.thread_id).json()["title"] == "second"
     served.client("ann").delete_thread(thread.thread_id)
     assert _get(served, "ann", thread.thread_id).status_code == 404
     with pytest.raises(ThreadApiError):

@@ -125,6 +125,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.roboz = state
+    app.roboz = state
     install_error_handlers(app)
     app.include_router(routes_threads.router)
     app.include_router(routes_turns.router)

@@ -3,22 +3,28 @@
 - Every request keeps the ASGI server's own ``send`` in its scope (``sse.RAW_SEND``), so the
   events the hub pushes to streams skip the middleware wrappers that only look at a
   response's start.
-- ``GET /v1/ai/threads/{id}`` is answered from :class:`ThreadCache` when it can be: the body
-  the route last produced for that thread, while the thread's revision is the same and no
-  run holds it (one indexed row read says so), for a caller whose token is valid and who may
-  read the thread. The route fills the cache; anything else (no entry, a changed thread, a
-  refusal) goes to the route as if the cache were not there, so errors and the body are the
-  route's own. A thread's JSON is the same for every reader (``pinned_at`` is None on
-  single reads), so one entry serves them all.
+- ``GET /v1/ai/threads/{id}`` is answered from :class:`ThreadCache` before any routing when
+  it can be: the body the route last produced for that thread, while the thread's revision
+  is the same and no run holds it, for a caller whose token is valid and who may read the
+  thread. The route fills the cache; anything else (no entry, a changed thread, a refusal)
+  goes to the route as if the cache were not there, so errors and the body are the route's
+  own. A thread's JSON is the same for every reader (``pinned_at`` is None on single
+  reads), so one entry serves them all.
+- Whether the token and the thread are still as last read is asked of the store's change
+  stamp (SQLite: ``PRAGMA data_version``, which moves when another connection or process
+  commits, and a count of this process's own writes): while it is unchanged neither row is
+  read again, and a token revoked by ``roboz serve tokens revoke`` in another process
+  changes it like any commit. A store that cannot tell (PostgreSQL) reads both rows on
+  every request.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +32,7 @@ from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from roboz.server.sse import RAW_SEND
-from roboz.threads import AgentThreadRecord, can_read
+from roboz.threads import AgentThreadRecord, Caller, can_read
 from roboz.threads.tokens import decode_token
 
 if TYPE_CHECKING:
@@ -34,31 +40,40 @@ if TYPE_CHECKING:
 
 access_log = logging.getLogger("roboz.server.access")
 
-_THREAD_PATH = re.compile(r"/v1/ai/threads/([A-Za-z0-9][A-Za-z0-9_.:-]{0,127})")
 _JSON = (b"content-type", b"application/json")
 
 
-@dataclass(frozen=True, slots=True)
+_PREFIX = "/v1/ai/threads/"
+_KNOWN_CALLERS = 4096
+
+
+@dataclass(slots=True)
 class _Entry:
     revision: int
     record: AgentThreadRecord  # who may read it (org, creator, visibility)
     body: bytes
+    checked: Hashable | None = None
+    """The store's change stamp when the thread was last seen at ``revision``, unheld."""
 
 
 class ThreadCache:
-    """The last JSON body of ``GET`` thread by thread id, bounded in entries and bytes."""
+    """The last JSON body of ``GET`` thread by its path, bounded in entries and bytes, and
+    the callers of the tokens checked since the store last changed."""
 
     def __init__(self, max_entries: int = 1024, max_bytes: int = 64 * 1024 * 1024) -> None:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._bytes = 0
         self.max_entries = max_entries
         self.max_bytes = max_bytes
+        self._stamp: Hashable | None = None
+        self._callers: dict[bytes, Caller] = {}
+        """By Authorization header: callers whose token was valid at ``_stamp``."""
 
     def get(self, thread_id: str) -> _Entry | None:
-        return self._entries.get(thread_id)
+        return self._entries.get(_PREFIX + thread_id)
 
     def drop(self, thread_id: str) -> None:
-        entry = self._entries.pop(thread_id, None)
+        entry = self._entries.pop(_PREFIX + thread_id, None)
         if entry is not None:
             self._bytes -= len(entry.body)
 
@@ -70,13 +85,63 @@ class ThreadCache:
         if len(body) > self.max_bytes // 16:
             return
         revision = decode_token(record.continuation_token, thread_id)
+        stamp = store.change_stamp()
         if store.thread_state(thread_id) != (revision, False):
             return
-        self._entries[thread_id] = _Entry(revision, record, body)
+        self._entries[_PREFIX + thread_id] = _Entry(revision, record, body, stamp)
         self._bytes += len(body)
         while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
             _, oldest = self._entries.popitem(last=False)
             self._bytes -= len(oldest.body)
+
+    def caller(self, store: Any, authorization: bytes, stamp: Hashable | None) -> Caller | None:
+        """Who ``authorization`` (the header's value) authenticates, read from the store
+        unless its token was found valid since the store last changed."""
+        if stamp is not None and stamp == self._stamp:
+            known = self._callers.get(authorization)
+            if known is not None:
+                return known
+        scheme, _, token = authorization.decode("latin-1").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        caller = store.verify_api_token(token.strip())
+        if caller is not None and stamp is not None:
+            if stamp != self._stamp or len(self._callers) >= _KNOWN_CALLERS:
+                self._stamp = stamp
+                self._callers = {}
+            self._callers[authorization] = caller
+        return caller
+
+    async def answer(self, store: Any, scope: Scope, send: Send, entry: _Entry) -> bool:
+        """Send ``entry`` if the request may have it and it is current; False: the route
+        answers instead (a refusal, a changed thread), as if there were no cache."""
+        authorization = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value
+                break
+        if authorization is None:
+            return False
+        started = time.perf_counter()
+        # Taken before any read: if it is unchanged later, so is what the reads said.
+        stamp = store.change_stamp()
+        caller = self.caller(store, authorization, stamp)
+        if caller is None or not can_read(caller, entry.record):
+            return False  # the route answers (401, or 404 as for a missing thread)
+        if stamp is None or entry.checked != stamp:
+            thread_id = entry.record.thread_id
+            if store.thread_state(thread_id) != (entry.revision, False):
+                self.drop(thread_id)
+                return False
+            entry.checked = stamp
+        headers = [_JSON, (b"content-length", b"%d" % len(entry.body))]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": entry.body})
+        log_access(scope, 200, started, caller.user_id)
+        return True
+
+    def lookup(self, path: str) -> _Entry | None:
+        return self._entries.get(path)
 
 
 def log_access(scope: Scope, status: int, started: float, user: str | None) -> None:
@@ -95,48 +160,23 @@ def log_access(scope: Scope, status: int, started: float, user: str | None) -> N
     access_log.info(json.dumps(entry))
 
 
-def _bearer(scope: Scope) -> str | None:
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() if scheme.lower() == "bearer" else None
-    return None
-
-
 class ThreadApp(FastAPI):
     """FastAPI, keeping the server's ``send`` for the streams and answering ``GET`` of an
-    unchanged thread from the cache."""
+    unchanged thread from the cache before any routing."""
+
+    roboz: ServerState | None = None
+    """Set by ``create_app``: what the routes reach through ``app.state.roboz``."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             scope[RAW_SEND] = send
-            if scope["method"] == "GET" and await self._cached(scope, send):
-                return
+            state = self.roboz
+            if scope["method"] == "GET" and not scope["query_string"] and state is not None:
+                cache = state.thread_cache
+                entry = cache.lookup(scope["path"])
+                if entry is not None and await cache.answer(state.store, scope, send, entry):
+                    return
         await super().__call__(scope, receive, send)
-
-    async def _cached(self, scope: Scope, send: Send) -> bool:
-        found = _THREAD_PATH.fullmatch(scope["path"])
-        if found is None or scope.get("query_string"):
-            return False
-        state: ServerState = self.state.roboz
-        thread_id = found.group(1)
-        entry = state.thread_cache.get(thread_id)
-        token = _bearer(scope) if entry is not None else None
-        if entry is None or token is None:
-            return False
-        started = time.perf_counter()
-        store = state.store
-        caller = store.verify_api_token(token)
-        if caller is None or not can_read(caller, entry.record):
-            return False  # the route answers (401, or 404 as for a missing thread)
-        if store.thread_state(thread_id) != (entry.revision, False):
-            state.thread_cache.drop(thread_id)
-            return False
-        headers = [_JSON, (b"content-length", b"%d" % len(entry.body))]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": entry.body})
-        log_access(scope, 200, started, caller.user_id)
-        return True
 
 
 __all__ = ["ThreadApp", "ThreadCache"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -105,6 +105,11 @@ class AccessMixin:
                 (thread_id,),
             ).fetchone()
         return None if row is None else (int(row[0]), bool(row[1]))
+
+    def change_stamp(self) -> Hashable | None:
+        """A value equal while nothing is committed to the store, or None when the backend
+        cannot tell without a round trip (PostgreSQL: every check reads its rows)."""
+        return None
 
     def thread_metadata(self, thread_id: str) -> AgentThreadRecord:
         """The thread's record without messages, tasks or goals (one row read)."""

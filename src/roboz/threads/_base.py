@@ -38,7 +38,7 @@ from roboz.threads.compression import (
     ensure_verbatim,
     validate_variant,
 )
-from roboz.threads.content import AgentTextContent, encode_blocks, storable
+from roboz.threads.content import AgentTextContent, decode_pairs, encode_blocks, storable
 from roboz.threads.errors import (
     MessageGeneratingError,
     MessageNotFoundError,
@@ -277,7 +277,7 @@ class ThreadStoreBase(RunStoreMixin):
         )
         ensure_verbatim(message)
         with self._write(thread_id) as conn:
-            row, held = writer.generating_row(conn, thread_id, sequence_num, None)
+            row, held = writer.growing_row(conn, thread_id, sequence_num)
             writer.grow_message(
                 conn, thread_id, sequence_num, row, held, list(blocks), status or row[1]
             )
@@ -299,7 +299,8 @@ class ThreadStoreBase(RunStoreMixin):
             added = extension(held, list(message.content))
             if added is not None:
                 status = message.status.value
-                writer.grow_message(conn, thread_id, sequence_num, row, held, added, status)
+                pairs = decode_pairs(row[2])  # decoded once already: well formed
+                writer.grow_message(conn, thread_id, sequence_num, row, pairs, added, status)
                 return
             writer.rewrite_message(conn, thread_id, sequence_num, message)
 

@@ -138,6 +138,16 @@ def decode_content(thread_id: str, seq: int, content: str) -> list[Any]:
         ) from error
 
 
+def stored_pairs(thread_id: str, seq: int, content: str) -> list[list[str]]:
+    """The ``[content_type, payload]`` pairs of a stored content column, not decoded."""
+    try:
+        return decode_pairs(content)
+    except DECODE_ERRORS as error:
+        raise CorruptRecordError(
+            f"message {seq} of thread {thread_id!r} cannot be decoded: {error}"
+        ) from error
+
+
 def message_from_row(
     thread_id: str, row: Sequence[Any], *, unseen_after: int | None = None
 ) -> AgentMessage:

@@ -354,7 +354,7 @@ class RunStoreMixin:
         thread_id = lease.thread_id
         with self._write(thread_id) as conn:
             count = self._check_lease(conn, lease)
-            held_row, held = writer.generating_row(conn, thread_id, sequence_num, None)
+            held_row, held = writer.growing_row(conn, thread_id, sequence_num)
             revision = writer.grow_message(
                 conn, thread_id, sequence_num, held_row, held, list(added), "completed"
             )

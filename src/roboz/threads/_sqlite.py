@@ -27,6 +27,9 @@ class Connections:
         self._local = threading.local()
         self._opened: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self.writes = 0
+        """Counts up at the start and at the end of every write transaction of these
+        connections (``change_stamp``)."""
 
     def get(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -68,6 +71,16 @@ class Connections:
             finally:
                 if conn.in_transaction:
                     conn.execute("COMMIT")
+
+    def change_stamp(self) -> tuple[int, int]:
+        """Equal from one call to the next while nothing was committed to the file.
+
+        SQLite's ``data_version`` of this thread's connection changes when any other
+        connection (of this process or another) commits; commits on this connection itself
+        are counted by ``writes``. Taken before a read, an equal stamp later says the read's
+        answer still holds. One pragma: cheaper than the row it saves reading."""
+        (version,) = self.get().execute("PRAGMA data_version").fetchone()
+        return version, self.writes
 
     def peek(self) -> _Peek:
         """The connection, for one statement outside a transaction (a single SELECT is its
@@ -135,6 +148,7 @@ class _Write:
         self._connections = connections
 
     def __enter__(self) -> sqlite3.Connection:
+        self._connections.writes += 1
         try:
             conn = self._conn = self._connections.get()
             conn.execute("BEGIN IMMEDIATE")
@@ -158,5 +172,7 @@ class _Write:
         except sqlite3.DatabaseError as failure:
             self._connections.raise_named(failure)
             raise
+        finally:
+            self._connections.writes += 1
         if isinstance(error, sqlite3.DatabaseError):
             self._connections.raise_named(error)

@@ -11,7 +11,7 @@ and reads come back as the API shows them (:func:`api_view`): a tool result's le
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
@@ -43,6 +43,10 @@ class AccessStore(ThreadStore, Protocol):
     def thread_metadata(self, thread_id: str) -> AgentThreadRecord: ...
 
     def thread_state(self, thread_id: str) -> tuple[int, bool] | None: ...
+
+    def change_stamp(self) -> Hashable | None:
+        """Equal while nothing is committed to the store; None: the store cannot tell."""
+        ...
 
     def visible_threads(
         self,

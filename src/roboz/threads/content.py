@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeGuard, Union, cast, get_args
+from typing import Annotated, Any, Literal, Union, cast, get_args
 
 from pydantic import AliasChoices, BaseModel, Discriminator, Field, Tag
 from pydantic_core import PydanticSerializationError
@@ -287,22 +287,20 @@ def decode_blocks(text: str) -> list[Any]:
 def decode_pairs(text: str) -> list[list[str]]:
     """The stored ``[content_type, payload]`` pairs of a content column, not decoded yet."""
     try:
-        pairs = json.loads(text)
+        pairs: Any = json.loads(text)
     except json.JSONDecodeError as error:
         raise CorruptRecordError(f"stored content is not JSON: {error}") from None
-    if not isinstance(pairs, list) or not all(
-        _is_str_pair(pair) for pair in cast("list[object]", pairs)
+    # Exact types (what json.loads makes), checked inline: a reply streaming in is read and
+    # grown whole once per piece, so this runs for every block of it each time.
+    if pairs.__class__ is not list or not all(
+        pair.__class__ is list
+        and len(pair) == 2
+        and pair[0].__class__ is str
+        and pair[1].__class__ is str
+        for pair in pairs
     ):
         raise CorruptRecordError("stored content is not a list of [content_type, payload] pairs")
     return cast("list[list[str]]", pairs)  # every item was checked just above
-
-
-def _is_str_pair(pair: object) -> TypeGuard[list[str]]:
-    """Whether ``pair`` is a JSON ``[content_type, payload]`` pair of two strings."""
-    if not isinstance(pair, list):
-        return False
-    items = cast("list[object]", pair)
-    return len(items) == 2 and all(isinstance(p, str) for p in items)
 
 
 def synthesize_tool_result_payload(

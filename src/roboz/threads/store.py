@@ -63,6 +63,13 @@ class SQLiteThreadStore(ThreadStoreBase, LedgerMixin, AccessMixin, TokenMixin):
             self._connections.close()
             raise
 
+    def change_stamp(self) -> tuple[int, int] | None:
+        """A value that stays equal while nothing is committed to the store (by this
+        process or another); compare stamps taken on one Python thread. Taken before a
+        read, an equal stamp later says the read's answer still holds (``roboz serve``'s
+        response cache checks tokens and threads so without reading their rows)."""
+        return self._connections.change_stamp()
+
     def close(self) -> None:
         """Close every connection this store opened."""
         self._connections.close()

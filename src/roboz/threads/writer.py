@@ -20,7 +20,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from roboz.threads._rows import current, decode_content, thread_row
+from roboz.threads._rows import current, decode_content, stored_pairs, thread_row
 from roboz.threads._sql import Conn
 from roboz.threads.content import encode_blocks
 from roboz.threads.errors import (
@@ -46,6 +46,7 @@ __all__ = [
     "fail_generating",
     "generating_row",
     "grow_message",
+    "growing_row",
     "insert_message",
     "insert_row",
     "insert_rows_at",
@@ -299,6 +300,23 @@ def generating_row(
 ) -> tuple[tuple[Any, ...], list[Any]]:
     """The stored row (``role, status, content, base_revision, block_revisions``) and blocks
     of a message still being generated; a finished one raises MessageFinalizedError."""
+    row = _generating(conn, thread_id, sequence_num, role)
+    return row, decode_content(thread_id, sequence_num, row[2])
+
+
+def growing_row(
+    conn: Conn, thread_id: str, sequence_num: int
+) -> tuple[tuple[Any, ...], list[list[str]]]:
+    """As :func:`generating_row`, with the blocks as their stored ``[content_type, payload]``
+    pairs: a message that only grows keeps them as they are, so none is decoded (a reply
+    streaming in grows by a block per piece)."""
+    row = _generating(conn, thread_id, sequence_num, None)
+    return row, stored_pairs(thread_id, sequence_num, row[2])
+
+
+def _generating(
+    conn: Conn, thread_id: str, sequence_num: int, role: AgentRole | None
+) -> tuple[Any, ...]:
     row = conn.execute(
         "SELECT role, status, content, base_revision, block_revisions FROM messages "
         "WHERE thread_id = ? AND seq = ?",
@@ -314,7 +332,7 @@ def generating_row(
         )
     if role is not None and row[0] != role.value:
         raise ValueError(f"message {sequence_num} is {row[0]}; its role cannot change")
-    return tuple(row), decode_content(thread_id, sequence_num, row[2])
+    return tuple(row)
 
 
 def insert_rows_at(
@@ -386,13 +404,15 @@ def grow_message(
     thread_id: str,
     sequence_num: int,
     row: tuple[Any, ...],
-    held: list[Any],
+    held: list[list[str]],
     added: list[Any],
     status: str,
 ) -> int:
     """Append blocks ``added`` to a message still being generated (``row``: its stored
-    ``role, status, content, base_revision, block_revisions``; ``held``: its blocks) and
-    set its status; each new block records the revision it came with, which is returned."""
+    ``role, status, content, base_revision, block_revisions``; ``held``: its stored blocks,
+    :func:`growing_row`) and set its status; each new block records the revision it came
+    with, which is returned."""
+    encoded: list[list[str]] = json.loads(encode_blocks(added)) if added else []
     revision = bump_revision(conn, thread_id)
     base = row[3] if row[3] is not None else revision
     revisions = json.loads(row[4]) if row[4] else [base] * len(held)
@@ -402,7 +422,7 @@ def grow_message(
         "WHERE thread_id = ? AND seq = ?",
         (
             status,
-            encode_blocks([*held, *added]),
+            json.dumps([*held, *encoded], ensure_ascii=False),
             revision,
             json.dumps(revisions),
             thread_id,
