@@ -46,7 +46,10 @@ find_python() {
         "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$v"*/bin/python3; do
         if [ -x "$candidate" ] && "$candidate" -c \
             "import sys; sys.exit(f'{sys.version_info[0]}.{sys.version_info[1]}' != '$v')" 2>/dev/null; then
-            echo "$candidate"
+            # The interpreter itself, not a pyenv shim: given the shim, uv sees another
+            # interpreter than the environment's and makes the environment again on every run
+            # (dropping its compiled bytecode, and under any test run using it).
+            "$candidate" -c 'import sys; print(sys.executable)'
             return 0
         fi
     done
@@ -78,9 +81,17 @@ for v in "${versions[@]}"; do
     # --compile-bytecode: the suite and the demo start hundreds of Python processes, and a
     # machine with PYTHONDONTWRITEBYTECODE set (or a read-only site-packages) would otherwise
     # compile every dependency from source in each of them (DBOS and SQLAlchemy alone take
-    # 2.5 s of CPU uncompiled, 0.8 s compiled). Once compiled, a later sync skips it.
+    # 2.5 s of CPU uncompiled, 0.8 s compiled). uv compiles the whole environment each time
+    # it is asked (~9 s), so only when the lock or a pyproject changed since it last did.
+    compiled=$venv/.roboz-bytecode
+    compile=()
+    if [ ! -f "$compiled" ] || [ uv.lock -nt "$compiled" ] || [ pyproject.toml -nt "$compiled" ] \
+        || [ helper/pyproject.toml -nt "$compiled" ]; then
+        compile=(--compile-bytecode)
+    fi
     ROBOZ_HELPER_REQUIRE_INIT=1 UV_PROJECT_ENVIRONMENT=$venv "${uv_cmd[@]}" sync --quiet --locked --dev \
-        --compile-bytecode --python "$py"
+        "${compile[@]}" --python "$py"
+    [ ${#compile[@]} = 0 ] || touch "$compiled"
 done
 
 # The AG-UI test drives `roboz serve` with the real @ag-ui/client from npm, installed from its
