@@ -225,6 +225,9 @@ def parse_entry(text: str) -> Entry:
         network = _network(host)
         if bracketed and network.version == 4:
             raise AllowlistError(f"{text!r}: brackets are for IPv6 only")
+        if network.num_addresses == 1:
+            # One address written as a network (``::/128``) is that address, with its checks.
+            return _address_entry(text, network.network_address, port)
         if network.version == 6 and network.subnet_of(MAPPED):  # type: ignore[arg-type]
             raise AllowlistError(
                 f"{text!r}: IPv4-mapped addresses are IPv4 addresses; write the IPv4 network"
