@@ -70,6 +70,7 @@ SLOW = (
     "tests/memory/test_readme_example.py::test_readme_scale_out_example",
     "tests/cli/test_cli_scaffold.py",
     "tests/cli/test_cli_inventory.py",
+    "tests/cli/test_cli_threads_store.py",
     "tests/threads/test_postgres.py",
     "tests/sandbox/test_view_walk.py",
 )
