@@ -158,6 +158,11 @@ CREATE INDEX IF NOT EXISTS messages_changed ON messages (thread_id, revision)
 row's."""
 
 
+# The script from version N to N + 1 at index N - 1: one per version after the first.
+_UPGRADES = (_V1_TO_V2, _V2_TO_V3, _V3_TO_V4, _V4_TO_V5, _V5_TO_V6)
+assert len(_UPGRADES) == SCHEMA_VERSION - 1
+
+
 def _run(conn: sqlite3.Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
@@ -189,20 +194,8 @@ def ensure_schema(conn: sqlite3.Connection, path: object) -> None:
             f"{path}: the database has thread schema version {version}, written by a newer "
             f"RoboZ; this RoboZ reads versions up to {SCHEMA_VERSION}. Upgrade RoboZ."
         )
-    if version == 1:
-        _run(conn, _V1_TO_V2)
-        version = 2
-    if version == 2:
-        _run(conn, _V2_TO_V3)
-        version = 3
-    if version == 3:
-        _run(conn, _V3_TO_V4)
-        version = 4
-    if version == 4:
-        _run(conn, _V4_TO_V5)
-        version = 5
-    if version == 5:
-        _run(conn, _V5_TO_V6)
+    for script in _UPGRADES[version - 1 :]:
+        _run(conn, script)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
