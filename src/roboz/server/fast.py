@@ -1,8 +1,8 @@
 """The application class of ``roboz serve``: FastAPI, with what the hot paths need in front.
 
-- Every request keeps the ASGI server's own ``send`` in its scope (``sse.RAW_SEND``), so the
-  events the hub pushes to streams skip the middleware wrappers that only look at a
-  response's start.
+- Every routed request keeps the ASGI server's own ``send`` in its scope (``sse.RAW_SEND``)
+  while it runs, so the events the hub pushes to streams skip the middleware wrappers that
+  only look at a response's start.
 - ``GET /v1/ai/threads/{id}`` is answered from :class:`ThreadCache` before any routing when
   it can be: the body the route last produced for that thread, while the thread's revision
   is the same and no run holds it, for a caller whose token is valid and who may read the
@@ -168,15 +168,23 @@ class ThreadApp(FastAPI):
     """Set by ``create_app``: what the routes reach through ``app.state.roboz``."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            scope[RAW_SEND] = send
-            state = self.roboz
-            if scope["method"] == "GET" and not scope["query_string"] and state is not None:
-                cache = state.thread_cache
-                entry = cache.lookup(scope["path"])
-                if entry is not None and await cache.answer(state.store, scope, send, entry):
-                    return
-        await super().__call__(scope, receive, send)
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        state = self.roboz
+        if scope["method"] == "GET" and not scope["query_string"] and state is not None:
+            cache = state.thread_cache
+            entry = cache.lookup(scope["path"])
+            if entry is not None and await cache.answer(state.store, scope, send, entry):
+                return
+        # The server's request cycle holds the scope, so ``send`` (its bound method) in the
+        # scope is a reference cycle: removed when the request ends, every request's objects
+        # are freed at once instead of waiting for the cyclic collector.
+        scope[RAW_SEND] = send
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            scope.pop(RAW_SEND, None)
 
 
 __all__ = ["ThreadApp", "ThreadCache"]
