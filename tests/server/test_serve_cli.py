@@ -19,19 +19,13 @@ import pytest
 
 from roboz.server import ThreadApiError, ThreadClient
 from roboz.threads import AgentMessageStatus, AgentThreadStatus, SQLiteThreadStore
+from tests.cli.helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def roboz(*args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "roboz.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-    )
+def roboz(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:
+    return run_cli(*args, cwd=cwd, env={"PYTHONPATH": str(REPO), **(env or {})})
 
 
 class ServeProcess:
