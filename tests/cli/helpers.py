@@ -1,4 +1,5 @@
-"""Run the roboz CLI as a real subprocess in a chosen directory."""
+"""Run the roboz CLI as a real subprocess in a chosen directory: forked from the fork server
+when it can be (``tests/forked.py``), else a fresh interpreter."""
 
 from __future__ import annotations
 
@@ -12,29 +13,35 @@ import termios
 import time
 from pathlib import Path
 
+from tests import forked
 
-def run_cli(
-    *args: str,
-    cwd: Path,
-    env: dict[str, str] | None = None,
-    stdin: str | None = None,
-) -> subprocess.CompletedProcess[str]:
+
+def _environment(env: dict[str, str] | None) -> dict[str, str]:
     environment = {
         key: value
         for key, value in os.environ.items()
         if key not in ("ROBOZ_ENV_PASSWORD", "ROBOZ_DEBUG")
     }
     environment.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "roboz.cli", *args],
+    return environment
+
+
+def run_cli(
+    *args: str,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    fresh: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m roboz.cli ARGS`` in ``cwd``, in its own session (no controlling terminal:
+    password prompts read the piped stdin); ``fresh``: in a new interpreter, never forked."""
+    return forked.run(
+        ["-m", "roboz.cli", *args],
         cwd=cwd,
-        env=environment,
-        input=stdin if stdin is not None else "",
-        capture_output=True,
-        text=True,
+        env=_environment(env),
+        stdin=stdin or "",
         timeout=120,
-        # No controlling terminal: password prompts read the piped stdin.
-        start_new_session=True,
+        fresh=fresh,
     )
 
 
@@ -66,12 +73,7 @@ class Terminal:
     """
 
     def __init__(self, *args: str, cwd: Path, env: dict[str, str] | None = None) -> None:
-        environment = {
-            key: value
-            for key, value in os.environ.items()
-            if key not in ("ROBOZ_ENV_PASSWORD", "ROBOZ_DEBUG")
-        }
-        environment.update(env or {})
+        environment = _environment(env)
         # A process that hangs is made to print where it is (SIGABRT, see finish).
         environment.setdefault("PYTHONFAULTHANDLER", "1")
         self._master, slave = os.openpty()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import forked
 from tests.docs.blocks import KINDS, Block, all_blocks, matches
 
 PLACEHOLDER_URL = "postgresql://roboz@db.internal/roboz"
@@ -29,14 +30,7 @@ _databases = itertools.count()
 def run_python(block: Block, tmp_path: Path, env: dict[str, str] | None = None) -> str:
     script = tmp_path / "docs_example.py"  # a name no module of the example shadows
     script.write_text(block.code)
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    done = forked.run([str(script)], cwd=tmp_path, env={**os.environ, **(env or {})}, timeout=180)
     assert done.returncode == 0, f"{block.id} failed:\n{done.stderr[-4000:]}"
     return done.stdout
 

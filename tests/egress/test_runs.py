@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -23,6 +22,7 @@ from roboz.shed.safe_scripts.tool import (
     ShellScriptOutcome,
     get_run_shell_script,
 )
+from tests.cli.helpers import run_cli
 
 from .helperd import EgressHelper, running_helper
 from .netlab import REMOTE, WORLD_ADDRESS, Lab
@@ -225,8 +225,7 @@ def test_a_policy_reload_changes_the_allowlist_of_new_runs_only(
 
 
 def _roboz(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "roboz.cli", "scripts", *args],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return run_cli("scripts", *args, cwd=Path.cwd())
 
 
 def test_the_command_line_shows_the_allowlist_and_the_refusals(

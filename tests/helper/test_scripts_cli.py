@@ -5,20 +5,16 @@ from __future__ import annotations
 import contextlib
 import io
 import subprocess
-import sys
+from pathlib import Path
 
 from roboz.cli.app import main
 from roboz.cli.scripts import EXIT_OUTPUT_LIMIT, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_UNAVAILABLE
+from tests.cli.helpers import run_cli
 from tests.helper.conftest import TIGHT_UID, HelperDaemon, as_user
 
 
-def roboz(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "roboz.cli", "scripts", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def roboz(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("scripts", *args, cwd=Path.cwd())
 
 
 def test_check_shows_the_profile_and_limits(helper: HelperDaemon) -> None:

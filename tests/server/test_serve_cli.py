@@ -26,19 +26,13 @@ from roboz.threads import (
     SQLiteThreadStore,
     ThreadVisibility,
 )
+from tests.cli.helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def roboz(*args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "roboz.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-    )
+def roboz(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:
+    return run_cli(*args, cwd=cwd, env={"PYTHONPATH": str(REPO), **(env or {})})
 
 
 class ServeProcess:
