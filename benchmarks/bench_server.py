@@ -5,49 +5,49 @@
    run. The scripted endpoint stamps each streamed piece with ``time.monotonic_ns()`` when it
    hands it to the run (which appends it to the thread at once); a client's latency is the
    time of the read that completed the piece minus that stamp (CLOCK_MONOTONIC is one clock
-   for every process here), taken two ways: when this process's reader thread read it
+   for every process here), taken two ways: when the stream clients' reader read it
    ("read"), and when the kernel put it in the client's socket (``SO_TIMESTAMPNS``,
-   "arrived"). The difference is the reader's own share of the CPU: one Python thread
-   reading 200 sockets, on the same 2 cores as the server (its CPU per read is printed).
+   "arrived"). The reader is ``sse_reader.c``, built here with the C compiler, a process
+   that only reads (its CPU per read is printed); without a compiler a Python thread of this
+   process reads, which took ~3 ms of CPU per delta to 200 clients on the 2 cores the
+   server runs on, and the output says so.
 2. 50 concurrent turns with 200 stream clients spread over their threads: no error, no lost
    or duplicated delta (every client's rebuilt thread equals GET of the thread), server RSS.
 3. ``GET`` of a thread, requests/s and server CPU per request, against a bare ASGI handler
    returning the same JSON on the same uvicorn (target: <= 1.5x its cost), the two measured
    in alternating turns so that the machine's other load weighs on both alike.
 
-Clients speak HTTP/1.1 over raw sockets (no client library); stream clients are read by one
-thread that only keeps each read with its times (epoll), their events parsed after the turn. The floor of the SSE fan-out on this machine is measured in the same
+Clients speak HTTP/1.1 over raw sockets (no client library); stream clients are read by a
+reader that only keeps each read with its times (epoll), their events parsed after the turn
+(``sse_clients.py``). The floor of the SSE fan-out on this machine is measured in the same
 run: a bare ASGI app on the same uvicorn pushing a stamped event of a delta's size to 200
-streams. Run: ``python -m benchmarks bench_server [--quick]``.
+streams. Run: ``python -m benchmarks bench_server [--quick]``, or
+``python benchmarks/bench_server.py [--quick] [--python-reader]``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
-import contextlib
 import gc
-import itertools
 import json
 import os
 import re
-import select
 import shutil
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+try:
+    from benchmarks.sse_clients import Follower, Reader, choose_reader
+except ImportError:  # run as a script: benchmarks/ is on sys.path, not the repository
+    from sse_clients import Follower, Reader, choose_reader  # type: ignore[no-redef]
+
 REPO = Path(__file__).resolve().parents[1]
-STAMP = re.compile(rb"<(\d{6,})>")
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux's, for Pythons that lack it
-"""A socket option: each read comes with the kernel's receive time (a struct timespec)."""
 
 
 # -- the served agent (imported by the server process) -----------------------------------------
@@ -237,7 +237,7 @@ BARE_SSE = textwrap.dedent(
 event of a delta's size to every stream, one ``send`` after the other."""
 
 
-async def _bare_turn(listener: _Listener, port: int, pieces: int, clients: int) -> Latencies:
+async def _bare_turn(listener: Reader, port: int, pieces: int, clients: int) -> Latencies:
     followers = [listener.follow(port, "bare", "bare", "bare") for _ in range(clients)]
     while not all(f.connected.is_set() for f in followers):
         await asyncio.sleep(0.02)
@@ -259,168 +259,19 @@ async def _bare_turn(listener: _Listener, port: int, pieces: int, clients: int) 
 # -- the measurements -----------------------------------------------------------------------
 
 
-class _Follower:
-    """One stream client that only takes the time: each read of its socket is kept with the
-    time it arrived, and nothing else is done with it until the turn is over (the stamps
-    and events are parsed then), so this process's share of the CPU while deltas arrive is
-    as small as Python makes it."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.reads: list[tuple[int, int, bytes]] = []
-        """(read, arrived, data): when this process read it and when the kernel received
-        it (the socket's receive timestamp), both on CLOCK_MONOTONIC."""
-        self._tail = b""  # a marker may straddle two reads
-        self._connected = False
-        self.connected = threading.Event()
-        self.done = threading.Event()
-
-    def feed(self, now: int, arrived: int, data: bytes) -> None:
-        self.reads.append((now, arrived, data))
-        probe = self._tail + data
-        self._tail = data[-32:]
-        if b'"status":"user_turn"' in probe:
-            self.done.set()
-        elif not self._connected and b": connected" in probe:
-            self._connected = True
-            self.connected.set()
-
-    def stamps(self, arrived: bool = False) -> list[float]:
-        """Each stamped piece's latency in ms, to the read that completed it: when this
-        process read it, or (``arrived``) when it arrived in the socket."""
-        raw = b"".join(data for _, _, data in self.reads)
-        ends = list(itertools.accumulate(len(data) for _, _, data in self.reads))
-        which = 1 if arrived else 0
-        return [
-            (self.reads[bisect.bisect_left(ends, found.end())][which] - int(found.group(1))) / 1e6
-            for found in STAMP.finditer(raw)
-        ]
-
-    def deltas(self) -> list[Any]:
-        from roboz.threads import AgentThreadDelta
-
-        head, _, body = b"".join(data for _, _, data in self.reads).partition(b"\r\n\r\n")
-        if not head.startswith(b"HTTP/1.1 200"):
-            raise RuntimeError(f"stream refused: {head[:80]!r}")
-        text = bytearray()
-        while body:  # the chunked encoding
-            size_line, _, body = body.partition(b"\r\n")
-            size = int(size_line or b"0", 16)
-            text += body[:size]
-            body = body[size + 2 :]
-        deltas: list[Any] = []
-        for block in bytes(text).split(b"\n\n"):
-            name, data = "message", ""
-            for line in block.decode().split("\n"):
-                if line.startswith("event: "):
-                    name = line[7:]
-                elif line.startswith("data: "):
-                    data = line[6:]
-            if name == "error":
-                raise RuntimeError(f"stream error: {data}")
-            if name == "delta" and data:
-                deltas.append(AgentThreadDelta.model_validate_json(data))
-        return deltas
-
-
 Latencies = tuple[list[float], list[float]]
-"""Every stamped piece's latency in ms: to when this process read it, to when it arrived."""
+"""Every stamped piece's latency in ms: to when the reader read it, to when it arrived."""
 
 
-def _latencies(followers: list[_Follower]) -> Latencies:
+def _latencies(followers: list[Follower]) -> Latencies:
     return (
         [stamp for follower in followers for stamp in follower.stamps()],
         [stamp for follower in followers for stamp in follower.stamps(arrived=True)],
     )
 
 
-class _Listener:
-    """Every stream client's socket, read by one thread of its own as data arrives (epoll),
-    doing nothing but stamping and keeping each read: what is measured is the server, not
-    this process's event loop or the time other clients spent parsing before a client's turn
-    came."""
-
-    def __init__(self) -> None:
-        self._epoll = select.epoll()
-        self._followers: dict[int, _Follower] = {}
-        self.cpu_s = 0.0
-        """The CPU time this reader thread took (known once stopped)."""
-        self.reads = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="listener", daemon=True)
-        self._thread.start()
-
-    def follow(self, port: int, token: str, thread_id: str, start: str) -> _Follower:
-        sock = socket.create_connection(("127.0.0.1", port))
-        sock.sendall(
-            (
-                f"GET /v1/ai/threads/{thread_id}/stream HTTP/1.1\r\nHost: bench\r\n"
-                f"Authorization: Bearer {token}\r\nLast-Event-ID: {start}\r\n\r\n"
-            ).encode()
-        )
-        sock.setblocking(False)
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        follower = _Follower(sock)
-        self._followers[sock.fileno()] = follower
-        self._epoll.register(sock.fileno(), select.EPOLLIN)
-        return follower
-
-    def _run(self) -> None:
-        # The kernel's receive timestamps are CLOCK_REALTIME; the stamps CLOCK_MONOTONIC.
-        offset = time.time_ns() - time.monotonic_ns()
-        space = socket.CMSG_SPACE(16)
-        started = time.thread_time()
-        try:
-            self._read(offset, space)
-        finally:
-            self.cpu_s = time.thread_time() - started
-
-    def _read(self, offset: int, space: int) -> None:
-        # Read into one buffer kept for every read: ``recvmsg(1 << 20)`` allocated (and
-        # released) a MiB per read, ~25 us of this thread's ~35 us per read.
-        buffer = memoryview(bytearray(1 << 20))
-        buffers = [buffer]
-        timespec = struct.Struct("qq").unpack_from
-        followers, poll, clock = self._followers, self._epoll.poll, time.monotonic_ns
-        reads = 0
-        while not self._stop.is_set():
-            for fd, _ in poll(0.05):
-                follower = followers.get(fd)
-                if follower is None:
-                    continue
-                try:
-                    size, ancillary, _, _ = follower.sock.recvmsg_into(buffers, space)
-                except BlockingIOError:
-                    continue
-                now = clock()
-                if not size:
-                    self._epoll.unregister(fd)
-                    follower.done.set()
-                    continue
-                arrived = now
-                for level, kind, value in ancillary:
-                    if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-                        seconds, nanoseconds = timespec(value)
-                        arrived = seconds * 1_000_000_000 + nanoseconds - offset
-                follower.feed(now, arrived, buffer[:size].tobytes())
-                reads += 1
-            self.reads = reads
-
-    def close(self, follower: _Follower) -> None:
-        fd = follower.sock.fileno()
-        if self._followers.pop(fd, None) is not None:
-            with contextlib.suppress(OSError):
-                self._epoll.unregister(fd)
-        follower.sock.close()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._epoll.close()
-
-
 async def _turn(
-    listener: _Listener, port: int, token: str, pieces: int, pause_ms: int, clients: int
+    listener: Reader, port: int, token: str, pieces: int, pause_ms: int, clients: int
 ) -> Any:
     http = await Http.connect(port)
     thread = await http.request("POST", "/v1/ai/threads", token, {})
@@ -477,13 +328,13 @@ def _line(name: str, latencies: Latencies) -> str:
     )
 
 
-async def _phase(run: Any) -> tuple[Any, _Listener]:
+async def _phase(run: Any, make: Callable[[], Reader]) -> tuple[Any, Reader]:
     # No collection in this process while deltas arrive: a full one (the deltas parsed in an
-    # earlier phase are many objects) stalled the reader for 100-300 ms, and a read that
-    # then takes several events at once dates them all by the last one's arrival.
+    # earlier phase are many objects) stalled the Python reader for 100-300 ms, and a read
+    # that then takes several events at once dates them all by the last one's arrival.
     gc.collect()
     gc.disable()
-    listener = _Listener()
+    listener = make()
     try:
         return await run(listener), listener
     finally:
@@ -491,17 +342,20 @@ async def _phase(run: Any) -> tuple[Any, _Listener]:
         gc.enable()
 
 
-async def _latency(port: int, token: str, pieces: int, bare_port: int) -> None:
-    (_, _, _, alone), _ = await _phase(lambda li: _turn(li, port, token, pieces, 20, 1))
+async def _latency(
+    port: int, token: str, pieces: int, bare_port: int, make: Callable[[], Reader], reader: str
+) -> None:
+    (_, _, _, alone), _ = await _phase(lambda li: _turn(li, port, token, pieces, 20, 1), make)
     (thread, final, results, crowd), ours = await _phase(
-        lambda li: _turn(li, port, token, pieces, 20, 200)
+        lambda li: _turn(li, port, token, pieces, 20, 200), make
     )
     bad = _check(thread, final, results)
     del results
-    floor, bare = await _phase(lambda li: _bare_turn(li, bare_port, pieces, 200))
+    floor, bare = await _phase(lambda li: _bare_turn(li, bare_port, pieces, 200), make)
     print(
-        f"SSE append-to-client latency, {pieces} deltas, pieces 20 ms apart (read: when this "
-        "process's reader thread read it; arrived: the socket's kernel receive timestamp):"
+        f"SSE append-to-client latency, {pieces} deltas, pieces 20 ms apart (read: when the "
+        "stream clients' reader read it; arrived: the socket's kernel receive timestamp); "
+        f"every row's streams read by {reader}:"
     )
     print(_line("1 client:", alone))
     print(_line("200 clients:", crowd))
@@ -515,16 +369,18 @@ async def _latency(port: int, token: str, pieces: int, bare_port: int) -> None:
             f"p99 <= 25: {verdict}); over the floor p50 {p50 / f50:.2f}x, p99 {p99 / f99:.2f}x"
         )
     print(
-        f"  {len(crowd[0])} samples; clients that differ from GET: {bad}; this process's reader "
-        f"thread, CPU per socket read: {ours.cpu_s / max(ours.reads, 1) * 1e6:.0f} us "
+        f"  {len(crowd[0])} samples; clients that differ from GET: {bad}; the reader's "
+        f"CPU per socket read: {ours.cpu_s / max(ours.reads, 1) * 1e6:.0f} us "
         f"(the floor's run {bare.cpu_s / max(bare.reads, 1) * 1e6:.0f} us), "
         f"{ours.cpu_s / pieces * 1000:.1f} ms per delta to 200 clients"
     )
 
 
-async def _load(port: int, token: str, pid: int, turns: int, per_turn: int) -> None:
+async def _load(
+    port: int, token: str, pid: int, turns: int, per_turn: int, make: Callable[[], Reader]
+) -> None:
     started = time.perf_counter()
-    listener = _Listener()
+    listener = make()
     try:
         outcomes = await asyncio.gather(
             *(_turn(listener, port, token, 20, 10, per_turn) for _ in range(turns)),
@@ -586,7 +442,9 @@ def _rates(
     return asyncio.run(run())
 
 
-def main(quick: bool = False) -> int:
+def main(quick: bool = False, python_reader: bool = False) -> int:
+    """``python_reader``: read the streams with the Python reader even with a C compiler
+    (``--python-reader``, to compare the two readers)."""
     from roboz.threads import Caller, SQLiteThreadStore
 
     work = Path(tempfile.mkdtemp(prefix="roboz-bench-server-"))
@@ -609,14 +467,15 @@ def main(quick: bool = False) -> int:
     ]
     server, port = _start(serve, work)
     try:
+        make, reader = choose_reader(work, python=python_reader)
         bare_sse, bare_sse_port = _start([sys.executable, "-c", BARE_SSE], work)
         try:
-            asyncio.run(_latency(port, token, 50 if quick else 200, bare_sse_port))
+            asyncio.run(_latency(port, token, 50 if quick else 200, bare_sse_port, make, reader))
         finally:
             bare_sse.terminate()
             bare_sse.wait(30)
         turns, per_turn = (10, 4) if quick else (50, 4)
-        asyncio.run(_load(port, token, server.pid, turns, per_turn))
+        asyncio.run(_load(port, token, server.pid, turns, per_turn, make))
 
         async def a_thread() -> str:
             http = await Http.connect(port)
@@ -665,4 +524,4 @@ agents = _agents() if os.environ.get("ROBOZ_BENCH_SERVER_AGENTS", "1") == "1" el
 """What the benchmark's server serves (``--app benchmarks.bench_server:agents``)."""
 
 if __name__ == "__main__":
-    raise SystemExit(main(quick="--quick" in sys.argv))
+    raise SystemExit(main(quick="--quick" in sys.argv, python_reader="--python-reader" in sys.argv))

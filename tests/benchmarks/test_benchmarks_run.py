@@ -81,6 +81,7 @@ def test_server_benchmark_prints_latency_load_and_get_figures() -> None:
     for figure in (
         "200 clients: read p50",
         "arrived: 200 clients p50",
+        "every row's streams read by ",
         "clients that differ from GET: 0;",
         "CPU per socket read:",
         "0 error(s), 0 client(s) with lost",
