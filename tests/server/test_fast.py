@@ -8,14 +8,18 @@ let a client whose socket is full hold up the others."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from roboz.server import ThreadApiError
-from roboz.server.sse import MAX_BACKLOG, Stream, eager
-from roboz.threads import SQLiteThreadStore, ThreadVisibility
+from roboz.server import ThreadApiError, create_app
+from roboz.server.sse import MAX_BACKLOG, RAW_SEND, Stream, eager
+from roboz.threads import Caller, SQLiteThreadStore, ThreadVisibility
+from tests.server.agents import make_agent
 from tests.server.conftest import Served
 
 
@@ -121,3 +125,64 @@ def test_eager_runs_an_awaitable_to_its_first_wait_and_hands_back_the_rest() -> 
 
 async def _await(rest: Any) -> None:
     await rest
+
+
+class _Cycle:
+    """What an ASGI server keeps per request: the scope, and ``send`` bound to itself."""
+
+    def __init__(self, scope: dict[str, Any]) -> None:
+        self.scope = scope
+        self.status = 0
+
+    async def send(self, message: Any) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+
+
+def test_a_request_leaves_no_reference_cycle_for_the_collector(tmp_path: Path) -> None:
+    """The app keeps the server's ``send`` in the scope while a routed request runs (the
+    streams write through it); left there, the request's objects would be a cycle (cycle
+    -> scope -> send -> cycle) that only the cyclic collector frees: under load, a
+    collection every few dozen requests. A cached answer is freed as soon as it is sent."""
+    with SQLiteThreadStore(tmp_path / "threads.db") as store:
+        caller = Caller("bob", "acme")
+        _, token = store.create_api_token(caller)
+        thread_id = store.for_caller(caller).create_thread().thread_id
+        app = create_app(make_agent(), store)
+        path = f"/v1/ai/threads/{thread_id}"
+
+        async def get() -> tuple[_Cycle, dict[str, Any]]:
+            scope: dict[str, Any] = {
+                "type": "http",
+                "asgi": {"version": "3.0"},
+                "http_version": "1.1",
+                "method": "GET",
+                "scheme": "http",
+                "path": path,
+                "raw_path": path.encode(),
+                "root_path": "",
+                "query_string": b"",
+                "headers": [(b"authorization", f"Bearer {token}".encode())],
+                "client": ("127.0.0.1", 1),
+                "server": ("127.0.0.1", 2),
+            }
+            cycle = _Cycle(scope)
+
+            async def receive() -> Any:
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            await app(scope, receive, cycle.send)
+            return cycle, scope
+
+        routed, scope = asyncio.run(get())  # the route answers, and fills the cache
+        assert routed.status == 200 and RAW_SEND not in scope
+        gc.collect()
+        gc.disable()
+        try:
+            cached, scope = asyncio.run(get())
+            assert cached.status == 200 and RAW_SEND not in scope
+            gone = weakref.ref(cached)
+            del cached, scope
+            assert gone() is None, "the request's objects are a cycle"
+        finally:
+            gc.enable()

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,13 @@ import httpx
 import pytest
 
 from roboz.server import ThreadApiError, ThreadClient
-from roboz.threads import AgentMessageStatus, AgentThreadStatus, SQLiteThreadStore
+from roboz.threads import (
+    AgentMessageStatus,
+    AgentThreadStatus,
+    Caller,
+    SQLiteThreadStore,
+    ThreadVisibility,
+)
 from tests.cli.helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -242,3 +249,107 @@ def test_two_servers_over_one_postgres_store_share_deltas_and_cancels(
     assert last.status is AgentThreadStatus.USER_TURN
     assert last.messages[-1].status is AgentMessageStatus.CANCELLED
     assert one.stop() == 0 and two.stop() == 0
+
+
+def test_commits_of_another_process_reach_the_very_next_cached_get_under_load(
+    tmp_path: Path, processes: list[ServeProcess]
+) -> None:
+    """``GET`` thread answered from the cache, with the store's change stamp read once per
+    round of the server's loop, while six clients keep asking: a title changed and then a
+    token revoked by another process are seen by every request sent after its commits
+    returned, however many requests the server is busy with."""
+    store_path = tmp_path / "threads.db"
+    with SQLiteThreadStore(store_path) as store:
+        bob, cat = Caller("bob", "acme"), Caller("cat", "acme")
+        bob_token = store.create_api_token(bob)[1]
+        cat_token = store.create_api_token(cat)[1]
+        made = store.for_caller(bob).create_thread(title="before", visibility=ThreadVisibility.ORG)
+        thread_id = made.thread_id
+    served = ServeProcess(
+        ["--app", "tests.server.agents:helper", "--store", str(store_path)], tmp_path
+    )
+    processes.append(served)
+    url = f"{served.url}/v1/ai/threads/{thread_id}"
+    seen: list[tuple[float, float, str, int, str]] = []  # (sent, answered, who, status, title)
+    stop = threading.Event()
+
+    def ask(who: str, token: str) -> None:
+        with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+            while not stop.is_set():
+                sent = time.monotonic()
+                answer = client.get(url)
+                title = answer.json().get("title", "") if answer.status_code == 200 else ""
+                seen.append((sent, time.monotonic(), who, answer.status_code, title))
+
+    askers = [
+        threading.Thread(target=ask, args=(who, token), daemon=True)
+        for who, token in [("bob", bob_token), ("cat", cat_token)] * 3
+    ]
+    for asker in askers:
+        asker.start()
+    time.sleep(0.5)
+    with subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(store_path), thread_id, bob_token],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    ) as writer:
+        assert writer.stdin is not None and writer.stdout is not None
+        assert writer.stdout.readline() == "ready\n"
+
+        def commit(what: str) -> tuple[float, float]:
+            """(when asked, when the other process said its commit returned)"""
+            asked = time.monotonic()
+            writer.stdin.write(what + "\n")
+            writer.stdin.flush()
+            assert writer.stdout.readline() == "done\n"
+            return asked, time.monotonic()
+
+        retitling, retitled = commit("retitle")
+        time.sleep(0.5)
+        revoking, revoked_at = commit("revoke")
+        time.sleep(0.5)
+        writer.stdin.close()
+        assert writer.wait(60) == 0
+    stop.set()
+    for asker in askers:
+        asker.join(30)
+
+    # Each answer must be the state at some moment between the request's sending and its
+    # answer: before a write was asked for, the old state; once the writer said it had
+    # committed, the new one; either while the two overlap.
+    def states(sent: float, answered: float, start: float, end: float, old: Any, new: Any) -> Any:
+        return {old} if answered < start else {new} if sent > end else {old, new}
+
+    wrong = []
+    for sent, answered, who, status, title in seen:
+        titles = states(sent, answered, retitling, retitled, "before", "after")
+        statuses = {200} if who == "cat" else states(sent, answered, revoking, revoked_at, 200, 401)
+        want = {(200, t) for t in titles} if 200 in statuses else set[tuple[int, str]]()
+        if 401 in statuses:
+            want.add((401, ""))
+        if (status, title) not in want:
+            wrong.append(
+                (who, round(sent - retitling, 3), round(answered - retitling, 3), status, title)
+            )
+    assert not wrong, wrong[:10]
+    late = {who for sent, _, who, _, _ in seen if sent > revoked_at}
+    assert late == {"bob", "cat"} and min(sent for sent, *_ in seen) < retitling
+    assert served.stop() == 0
+
+
+_WRITER = """
+import sys
+from roboz.threads import SQLiteThreadStore, api_token_id
+with SQLiteThreadStore(sys.argv[1]) as store:
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line == "retitle\\n":
+            store.set_title(sys.argv[2], "after")
+        else:
+            assert store.revoke_api_token(api_token_id(sys.argv[3]))
+        print("done", flush=True)
+"""
+"""Another process writing to the store when told, saying when each commit returned (as
+``roboz serve tokens revoke`` does, without the seconds its exit takes)."""

@@ -1,8 +1,8 @@
 """The application class of ``roboz serve``: FastAPI, with what the hot paths need in front.
 
-- Every request keeps the ASGI server's own ``send`` in its scope (``sse.RAW_SEND``), so the
-  events the hub pushes to streams skip the middleware wrappers that only look at a
-  response's start.
+- Every routed request keeps the ASGI server's own ``send`` in its scope (``sse.RAW_SEND``)
+  while it runs, so the events the hub pushes to streams skip the middleware wrappers that
+  only look at a response's start.
 - ``GET /v1/ai/threads/{id}`` is answered from :class:`ThreadCache` before any routing when
   it can be: the body the route last produced for that thread, while the thread's revision
   is the same and no run holds it, for a caller whose token is valid and who may read the
@@ -16,10 +16,15 @@
   read again, and a token revoked by ``roboz serve tokens revoke`` in another process
   changes it like any commit. A store that cannot tell (PostgreSQL) reads both rows on
   every request.
+- Under ``roboz serve`` (uvicorn) the stamp is read once per round of the event loop, not
+  once per request (under load a round runs several requests): see
+  :meth:`ThreadCache.stamp` for why that still sees every commit made before a request was
+  sent.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -52,6 +57,8 @@ class _Entry:
     revision: int
     record: AgentThreadRecord  # who may read it (org, creator, visibility)
     body: bytes
+    headers: tuple[tuple[bytes, bytes], ...]
+    """The response's headers (a tuple: the server may not change them for later replies)."""
     checked: Hashable | None = None
     """The store's change stamp when the thread was last seen at ``revision``, unheld."""
 
@@ -68,6 +75,11 @@ class ThreadCache:
         self._stamp: Hashable | None = None
         self._callers: dict[bytes, Caller] = {}
         """By Authorization header: callers whose token was valid at ``_stamp``."""
+        self._round: Hashable | None = None
+        """The stamp read in this round of the event loop (``stamp``)."""
+        self.share_stamps = False
+        """Read the stamp once per round of the loop: only for an ASGI server that runs each
+        request in a task of its own, made once the request arrived (uvicorn does)."""
 
     def get(self, thread_id: str) -> _Entry | None:
         return self._entries.get(_PREFIX + thread_id)
@@ -88,11 +100,46 @@ class ThreadCache:
         stamp = store.change_stamp()
         if store.thread_state(thread_id) != (revision, False):
             return
-        self._entries[_PREFIX + thread_id] = _Entry(revision, record, body, stamp)
+        headers = (_JSON, (b"content-length", b"%d" % len(body)))
+        self._entries[_PREFIX + thread_id] = _Entry(revision, record, body, headers, stamp)
         self._bytes += len(body)
         while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
             _, oldest = self._entries.popitem(last=False)
             self._bytes -= len(oldest.body)
+
+    def stamp(self, store: Any) -> Hashable | None:
+        """The store's change stamp, read once for every request the event loop runs until
+        its next round.
+
+        Shared, it must still tell each request of every commit made before the request was
+        sent. It does: when it is read, a callback is queued that forgets it, and the loop
+        runs callbacks in the order they were queued. A request that gets the shared stamp
+        runs before that callback, so the step running it was queued before the stamp was
+        read, and that step could only be queued once the request had arrived: the request
+        was received, hence a commit before its sending made, before the stamp was read.
+        This needs the ASGI server to run each request in a task of its own, made once the
+        request arrived (``share_stamps``: uvicorn does; a server that reads the next
+        request of a connection inside a step queued earlier does not), and every step of
+        that task to come from the loop's queue, which holds for tasks made by the default
+        task factory (an eager factory runs a task's first step inside the server's read
+        callback). Otherwise, or off an asyncio loop, each request reads the stamp itself."""
+        stamp = self._round
+        if stamp is not None:
+            return stamp
+        stamp = store.change_stamp()
+        if stamp is None or not self.share_stamps:
+            return stamp
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return stamp
+        if loop.get_task_factory() is None and asyncio.current_task(loop) is not None:
+            self._round = stamp
+            loop.call_soon(self._end_round)
+        return stamp
+
+    def _end_round(self) -> None:
+        self._round = None
 
     def caller(self, store: Any, authorization: bytes, stamp: Hashable | None) -> Caller | None:
         """Who ``authorization`` (the header's value) authenticates, read from the store
@@ -124,7 +171,7 @@ class ThreadCache:
             return False
         started = time.perf_counter()
         # Taken before any read: if it is unchanged later, so is what the reads said.
-        stamp = store.change_stamp()
+        stamp = self.stamp(store)
         caller = self.caller(store, authorization, stamp)
         if caller is None or not can_read(caller, entry.record):
             return False  # the route answers (401, or 404 as for a missing thread)
@@ -134,8 +181,7 @@ class ThreadCache:
                 self.drop(thread_id)
                 return False
             entry.checked = stamp
-        headers = [_JSON, (b"content-length", b"%d" % len(entry.body))]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.start", "status": 200, "headers": entry.headers})
         await send({"type": "http.response.body", "body": entry.body})
         log_access(scope, 200, started, caller.user_id)
         return True
@@ -168,15 +214,23 @@ class ThreadApp(FastAPI):
     """Set by ``create_app``: what the routes reach through ``app.state.roboz``."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            scope[RAW_SEND] = send
-            state = self.roboz
-            if scope["method"] == "GET" and not scope["query_string"] and state is not None:
-                cache = state.thread_cache
-                entry = cache.lookup(scope["path"])
-                if entry is not None and await cache.answer(state.store, scope, send, entry):
-                    return
-        await super().__call__(scope, receive, send)
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        state = self.roboz
+        if scope["method"] == "GET" and not scope["query_string"] and state is not None:
+            cache = state.thread_cache
+            entry = cache.lookup(scope["path"])
+            if entry is not None and await cache.answer(state.store, scope, send, entry):
+                return
+        # The server's request cycle holds the scope, so ``send`` (its bound method) in the
+        # scope is a reference cycle: removed when the request ends, every request's objects
+        # are freed at once instead of waiting for the cyclic collector.
+        scope[RAW_SEND] = send
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            scope.pop(RAW_SEND, None)
 
 
 __all__ = ["ThreadApp", "ThreadCache"]

@@ -74,6 +74,9 @@ def run(app: FastAPI, sock: socket.socket, *, grace_s: float, log_level: str = "
         timeout_keep_alive=30,
     )
     server = _Server(config, state)
+    # uvicorn runs each request in a task of its own, made once the request arrived: what
+    # reading the store's change stamp once per round of the loop relies on.
+    state.thread_cache.share_stamps = True
     # Everything imported and built so far lives as long as the process: moved out of the
     # collector's reach, a full collection no longer walks it (~100 ms here, which stalled
     # every live stream at once) and costs only what requests and streams allocate.
