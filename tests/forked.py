@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 SERVER_SCRIPT = Path(__file__).with_name("forkserver.py")
 
@@ -43,8 +43,86 @@ def _text(stream: IO[bytes]) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+class ForkedProcess:
+    """A child of the fork server, with the part of ``subprocess.Popen``'s interface the tests
+    use: ``pid``, ``args``, ``returncode``, ``poll``, ``wait``, ``send_signal``, ``terminate``,
+    ``kill``, ``communicate`` and the pipes ``stdin``, ``stdout``, ``stderr``."""
+
+    def __init__(
+        self,
+        args: list[str],
+        answers: socket.socket,
+        pipes: tuple[IO[Any] | None, IO[Any] | None, IO[Any] | None],
+    ) -> None:
+        self.args = args
+        self._answers = answers
+        self.stdin, self.stdout, self.stderr = pipes
+        self.returncode: int | None = None
+        self.pid = self._answer(None)["pid"]
+
+    def _answer(self, timeout: float | None) -> dict[str, int]:
+        self._answers.settimeout(timeout)
+        message = self._answers.recv(4096)
+        if not message:
+            raise RuntimeError("the fork server ended")
+        answer: dict[str, int] = json.loads(message)
+        return answer
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                status = self._answer(0)["status"]
+            except (BlockingIOError, TimeoutError):
+                return None
+            self.returncode = os.waitstatus_to_exitcode(status)
+            self._answers.close()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            try:
+                status = self._answer(timeout)["status"]
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
+            self.returncode = os.waitstatus_to_exitcode(status)
+            self._answers.close()
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
+        """Closes stdin, reads stdout and stderr to their end (beside each other, so that
+        neither pipe fills), waits."""
+        if self.stdin is not None:
+            self.stdin.close()
+        read: dict[str, Any] = {}
+
+        def drain(name: str, stream: IO[Any] | None) -> None:
+            read[name] = stream.read() if stream is not None else None
+
+        readers = [
+            threading.Thread(target=drain, args=(name, stream), daemon=True)
+            for name, stream in (("out", self.stdout), ("err", self.stderr))
+        ]
+        for reader in readers:
+            reader.start()
+        self.wait(timeout)
+        for reader in readers:
+            reader.join(timeout)
+        return read.get("out"), read.get("err")
+
+
 class ForkServer:
-    """One per pytest worker: started on first use, ended with the worker (its socket closes)."""
+    """One per pytest worker: started on first use, ended with the worker (its socket closes,
+    and the server kills the children still running)."""
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -66,6 +144,63 @@ class ForkServer:
         self.lock = threading.Lock()
         atexit.register(self.close)
 
+    def spawn(
+        self, command: list[str], *, cwd: Path, env: dict[str, str], stdio: tuple[int, int, int]
+    ) -> socket.socket:
+        """Fork a child running ``python COMMAND`` on the descriptors ``stdio``; the socket
+        of the answers about it (its pid, then its wait status)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        request = {"command": command, "cwd": str(cwd), "env": env}
+        fds = array.array("i", [theirs.fileno(), *stdio])
+        with self.lock:
+            self.control.sendmsg(
+                [json.dumps(request).encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
+            )
+        theirs.close()
+        return ours
+
+    def popen(
+        self,
+        command: list[str],
+        *,
+        cwd: Path,
+        env: dict[str, str],
+        stdin: Any = None,
+        stdout: Any = None,
+        stderr: Any = None,
+        text: bool = False,
+    ) -> ForkedProcess:
+        """As ``subprocess.Popen`` takes them: ``PIPE``, ``DEVNULL``, ``STDOUT`` (stderr), a
+        file object or descriptor, or None (this process's own)."""
+        ends: list[int] = []  # the child's ends, closed here once it has them
+        pipes: list[IO[Any] | None] = []
+        chosen: list[int] = []
+        for index, spec in enumerate((stdin, stdout, stderr)):
+            mine: IO[Any] | None = None
+            if spec == subprocess.PIPE:
+                read, write = os.pipe()
+                child, parent = (read, write) if index == 0 else (write, read)
+                mode = ("w" if index == 0 else "r") + ("" if text else "b")
+                mine = open(parent, mode)  # noqa: SIM115  (the caller closes it)
+                ends.append(child)
+            elif spec == subprocess.DEVNULL:
+                child = os.open(os.devnull, os.O_RDWR)
+                ends.append(child)
+            elif spec == subprocess.STDOUT:
+                child = chosen[1]
+            elif spec is None:
+                child = index
+            else:
+                child = spec if isinstance(spec, int) else spec.fileno()
+            chosen.append(child)
+            pipes.append(mine)
+        try:
+            answers = self.spawn(command, cwd=cwd, env=env, stdio=(chosen[0], chosen[1], chosen[2]))
+        finally:
+            for fd in ends:
+                os.close(fd)
+        return ForkedProcess([sys.executable, *command], answers, (pipes[0], pipes[1], pipes[2]))
+
     def run(
         self,
         command: list[str],
@@ -82,40 +217,20 @@ class ForkServer:
             tempfile.TemporaryFile() as given,
             tempfile.TemporaryFile() as out,
             tempfile.TemporaryFile() as err,
-            self.lock,
         ):
             given.write(stdin.encode(locale.getpreferredencoding(False)))
             given.seek(0)
-            request = {"command": command, "cwd": str(cwd), "env": env}
-            fds = array.array("i", [given.fileno(), out.fileno(), err.fileno()])
-            self.control.settimeout(None)
-            self.control.sendmsg(
-                [json.dumps(request).encode()], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
-            )
-            pid = self._answer()["pid"]
-            self.control.settimeout(timeout)
+            child = self.popen(command, cwd=cwd, env=env, stdin=given, stdout=out, stderr=err)
             try:
-                status = self._answer()["status"]
-            except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
-                self.control.settimeout(None)
-                self._answer()
+                child.wait(timeout)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
                 raise subprocess.TimeoutExpired(
-                    [sys.executable, *command], timeout, _text(out), _text(err)
+                    child.args, timeout, _text(out), _text(err)
                 ) from None
-            return subprocess.CompletedProcess(
-                [sys.executable, *command],
-                os.waitstatus_to_exitcode(status),
-                _text(out),
-                _text(err),
-            )
-
-    def _answer(self) -> dict[str, int]:
-        message = self.control.recv(4096)
-        if not message:
-            raise RuntimeError(f"the fork server ended (exit {self.process.wait()})")
-        answer: dict[str, int] = json.loads(message)
-        return answer
+            assert child.returncode is not None
+            return subprocess.CompletedProcess(child.args, child.returncode, _text(out), _text(err))
 
     def close(self) -> None:
         self.control.close()
@@ -141,6 +256,10 @@ def fork_server() -> ForkServer | None:
         return _server
 
 
+def forkable(env: dict[str, str], server: ForkServer) -> bool:
+    return _settings(env) == _settings(server.environment)
+
+
 def run(
     command: list[str],
     *,
@@ -153,7 +272,7 @@ def run(
     """``python COMMAND`` in ``cwd`` with exactly ``env``, its output captured as text: forked
     when a child would be what a fresh interpreter is, else (or when ``fresh``) a fresh one."""
     server = None if fresh else fork_server()
-    if server is not None and _settings(env) == _settings(server.environment):
+    if server is not None and forkable(env, server):
         return server.run(command, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
     return subprocess.run(
         [sys.executable, *command],
@@ -168,4 +287,37 @@ def run(
     )
 
 
-__all__ = ["ForkServer", "fork_server", "run"]
+Process = ForkedProcess | subprocess.Popen[Any]
+"""What ``popen`` gives."""
+
+
+def popen(
+    command: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    stdin: Any = None,
+    stdout: Any = None,
+    stderr: Any = None,
+    text: bool = False,
+) -> Process:
+    """``subprocess.Popen([python, *COMMAND], ...)`` for a long-running child (a server, a
+    worker): forked when it can be, in its own session either way."""
+    server = fork_server()
+    if server is not None and forkable(env, server):
+        return server.popen(
+            command, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr, text=text
+        )
+    return subprocess.Popen(
+        [sys.executable, *command],
+        cwd=cwd,
+        env=env,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        text=text,
+        start_new_session=True,
+    )
+
+
+__all__ = ["ForkServer", "ForkedProcess", "Process", "fork_server", "popen", "run"]

@@ -1,12 +1,13 @@
 """The fork server of ``tests/forked.py``: imports the library and what its commands import,
-then forks a child per request that runs ``-m roboz.cli ARGS`` or ``SCRIPT ARGS`` as a fresh
+then forks a child per request that runs ``-m MODULE ARGS`` or ``SCRIPT ARGS`` as a fresh
 interpreter would.
 
 It runs as a script (not ``tests.forkserver``) so that no package of this repository is
 imported into the children: a test's project may have a ``tests`` package of its own. Its
-socket (``SOCK_SEQPACKET``, from the worker) carries a JSON request with three descriptors
-(stdin, stdout, stderr), then two answers: the child's pid and its wait status. The server ends
-when that socket closes (its worker ended).
+socket (``SOCK_SEQPACKET``, from the worker) carries JSON requests with four descriptors each
+(a socket for the answers about that child, then its stdin, stdout and stderr); see
+``_serve``. The server ends when that socket closes (its worker ended), killing the children
+still running.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import importlib
 import json
 import os
 import runpy
+import selectors
+import signal
 import socket
 import sys
 import threading
@@ -64,7 +67,7 @@ def _preload() -> None:
 
 def _receive(control: socket.socket) -> tuple[dict[str, object], list[int]] | None:
     fds = array.array("i")
-    message, ancillary, _, _ = control.recvmsg(1 << 20, socket.CMSG_SPACE(3 * fds.itemsize))
+    message, ancillary, _, _ = control.recvmsg(1 << 20, socket.CMSG_SPACE(4 * fds.itemsize))
     if not message:
         return None
     for level, kind, data in ancillary:
@@ -74,21 +77,50 @@ def _receive(control: socket.socket) -> tuple[dict[str, object], list[int]] | No
 
 
 def _serve(control: socket.socket) -> tuple[dict[str, object], list[int]]:
-    """Until the worker goes: returns only in a child, with the request it is to run."""
+    """Until the worker goes: returns only in a child, with its request and stdio.
+
+    A request brings four descriptors: a socket for the answers about this child (its pid,
+    then its wait status), then its stdin, stdout and stderr. Children run side by side (a
+    server, a worker and a command at once); a pidfd per child says when to reap it."""
+    selector = selectors.DefaultSelector()
+    selector.register(control, selectors.EVENT_READ)
+    children: dict[int, tuple[int, socket.socket]] = {}  # by pidfd: the pid, its answers
     while True:
-        received = _receive(control)
-        if received is None:
-            os._exit(0)
-        request, fds = received
-        pid = os.fork()
-        if pid == 0:
-            control.close()
-            return request, fds
-        for fd in fds:
-            os.close(fd)
-        control.send(json.dumps({"pid": pid}).encode())
-        _, status = os.waitpid(pid, 0)
-        control.send(json.dumps({"status": status}).encode())
+        for key, _ in selector.select():
+            if key.fileobj is control:
+                received = _receive(control)
+                if received is None:  # the worker ended: so do the children it left
+                    for pid, _ in children.values():
+                        with contextlib.suppress(OSError):
+                            os.kill(pid, signal.SIGKILL)
+                            os.waitpid(pid, 0)
+                    os._exit(0)
+                request, fds = received
+                pid = os.fork()
+                if pid == 0:
+                    selector.close()
+                    control.close()
+                    for pidfd, (_, answers) in children.items():
+                        os.close(pidfd)
+                        answers.close()
+                    os.close(fds[0])
+                    return request, fds[1:]
+                for fd in fds[1:]:
+                    os.close(fd)
+                answers = socket.socket(fileno=fds[0])
+                answers.send(json.dumps({"pid": pid}).encode())
+                pidfd = os.pidfd_open(pid)
+                children[pidfd] = (pid, answers)
+                selector.register(pidfd, selectors.EVENT_READ)
+            else:
+                pidfd = key.fd
+                selector.unregister(pidfd)
+                pid, answers = children.pop(pidfd)
+                os.close(pidfd)
+                _, status = os.waitpid(pid, 0)
+                with contextlib.suppress(OSError):  # the caller may have gone
+                    answers.send(json.dumps({"status": status}).encode())
+                answers.close()
 
 
 def _become(request: dict[str, object], fds: list[int], base_path: list[str]) -> list[str]:
@@ -116,15 +148,17 @@ def _become(request: dict[str, object], fds: list[int], base_path: list[str]) ->
 def _run(command: list[str]) -> int:
     """Run the command; its exit status as the interpreter would give it."""
     try:
-        if command[0] == "-m":
-            assert command[1] == "roboz.cli", command
+        if command[:2] == ["-m", "roboz.cli"]:
             import roboz.cli
             from roboz.cli.app import main
 
             sys.argv = [os.path.join(os.path.dirname(roboz.cli.__file__), "__main__.py")]
             sys.argv += command[2:]
-
             return main()
+        if command[0] == "-m":
+            sys.argv = ["-m", *command[2:]]  # run_module puts the module's file first
+            runpy.run_module(command[1], run_name="__main__", alter_sys=True)
+            return 0
         sys.argv = command
         runpy.run_path(command[0], run_name="__main__")
         return 0

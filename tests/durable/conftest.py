@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import psycopg
 import pytest
 
 from roboz.durable import migrate
+from tests import forked
 from tests.postgres import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,8 +49,8 @@ class Worker:
 
     def __init__(self, url: str, executor_id: str, **env: str) -> None:
         self.executor_id = executor_id
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.durable.worker_main", executor_id],
+        self.process = forked.popen(
+            ["-m", "tests.durable.worker_main", executor_id],
             cwd=ROOT,
             env={**os.environ, "ROBOZ_TEST_DURABLE_URL": url, **env},
             stdin=subprocess.PIPE,

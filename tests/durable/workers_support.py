@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+
+from tests import forked
 
 ROOT = Path(__file__).resolve().parents[2]
 _databases = itertools.count()
@@ -75,7 +76,7 @@ class WorkerProcess:
     queue: str = "plain"
     options: tuple[str, ...] = FAST
     env: dict[str, str] = field(default_factory=dict[str, str])
-    process: subprocess.Popen[bytes] | None = None
+    process: forked.Process | None = None
     _started_at_offset: int = 0
 
     @property
@@ -89,7 +90,6 @@ class WorkerProcess:
 
     def start(self) -> WorkerProcess:
         command = [
-            sys.executable,
             "-m",
             "roboz.cli",
             "worker",
@@ -110,7 +110,7 @@ class WorkerProcess:
         # A restarted worker appends to the same log: only what it writes counts as its own.
         self._started_at_offset = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
+            self.process = forked.popen(
                 command, cwd=ROOT, env=environment, stdout=out, stderr=subprocess.STDOUT
             )
         return self

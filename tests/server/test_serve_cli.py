@@ -26,6 +26,7 @@ from roboz.threads import (
     SQLiteThreadStore,
     ThreadVisibility,
 )
+from tests import forked
 from tests.cli.helpers import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,8 +38,8 @@ def roboz(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:
 
 class ServeProcess:
     def __init__(self, args: list[str], cwd: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "roboz.cli", "serve", "--port", "0", *args],
+        self.process = forked.popen(
+            ["-m", "roboz.cli", "serve", "--port", "0", *args],
             cwd=cwd,
             env={**os.environ, "PYTHONPATH": str(REPO)},
             stderr=subprocess.PIPE,

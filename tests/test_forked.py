@@ -1,12 +1,15 @@
-"""The CLI's forked processes (tests/forked.py) behave as fresh interpreters do: the
-same exit status and output for the same arguments, working directory, environment and input.
-The CLI tests rely on it; this holds it."""
+"""Processes forked from the fork server (tests/forked.py) behave as fresh interpreters do: the
+same exit status and output for the same arguments, working directory, environment and input,
+pipes and signals as subprocess.Popen has them. The CLI, docs, server and durable tests rely on
+it; this holds it."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +94,52 @@ def test_a_script_runs_as_python_runs_it(tmp_path: Path) -> None:
     assert runs[0].returncode == runs[1].returncode == 3
     assert runs[0].stdout == runs[1].stdout == f"__main__ next door ['a'] {tmp_path} mine\ntyped\n"
     assert runs[0].stderr == runs[1].stderr == ""
+
+
+def test_a_long_running_child_has_pipes_signals_and_its_exit_status(tmp_path: Path) -> None:
+    script = tmp_path / "echo_lines.py"
+    script.write_text(
+        "import sys\n"
+        "print('ready', flush=True)\n"
+        "for line in sys.stdin:\n"
+        "    print('got', line.strip(), flush=True)\n"
+        "print('bye', file=sys.stderr)\n"
+    )
+    env = dict(os.environ)
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+
+    # Ended by its input: what it printed and exit 0.
+    child = forked.popen([str(script)], cwd=tmp_path, env=env, text=True, **pipes)
+    assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    assert child.poll() is None
+    assert child.stdin is not None
+    child.stdin.write("one\n")
+    child.stdin.flush()
+    assert child.stdout.readline() == "got one\n"
+    out, err = child.communicate(timeout=60)
+    assert (child.returncode, out, err) == (0, "", "bye\n")
+
+    # Ended by signals, as a fresh process is: the status says which.
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        child = forked.popen([str(script)], cwd=tmp_path, env=env, text=True, **pipes)
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.wait(0.2)
+        child.terminate() if signum == signal.SIGTERM else child.kill()
+        assert child.wait(60) == -signum
+        child.communicate(timeout=60)
+
+
+def test_children_left_running_are_killed_when_their_server_ends(tmp_path: Path) -> None:
+    (tmp_path / "sleeper.py").write_text("import time\ntime.sleep(600)\n")
+    server = forked.ForkServer()  # a server of this test's own, ended below
+    child = server.popen([str(tmp_path / "sleeper.py")], cwd=tmp_path, env=dict(os.environ))
+    assert child.poll() is None and os.path.exists(f"/proc/{child.pid}")
+
+    server.close()
+
+    # Killed and reaped by the server as it ended: not even a zombie is left.
+    deadline = time.monotonic() + 60
+    while os.path.exists(f"/proc/{child.pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{child.pid}")
