@@ -43,9 +43,14 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from benchmarks.sse_clients import Follower, Reader, choose_reader
+    from benchmarks.sse_clients import Follower, Reader, choose_reader, parse_event
 except ImportError:  # run as a script: benchmarks/ is on sys.path, not the repository
-    from sse_clients import Follower, Reader, choose_reader  # type: ignore[no-redef]
+    from sse_clients import (  # type: ignore[no-redef]
+        Follower,
+        Reader,
+        choose_reader,
+        parse_event,
+    )
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -133,12 +138,7 @@ class Http:
             buffer = buffer[:-2] if buffer.endswith(b"\r\n") else buffer
             while b"\n\n" in buffer:
                 block, buffer = buffer.split(b"\n\n", 1)
-                name, data = "message", ""
-                for line in block.decode().split("\n"):
-                    if line.startswith("event: "):
-                        name = line[7:]
-                    elif line.startswith("data: "):
-                        data = line[6:]
+                name, data = parse_event(block)
                 if data:
                     yield name, data
 

@@ -37,6 +37,17 @@ SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux's, for Pythons t
 """A socket option: each read comes with the kernel's receive time (a struct timespec)."""
 
 
+def parse_event(block: bytes) -> tuple[str, str]:
+    """An SSE event's name and data (one ``data:`` line, as the server writes them)."""
+    name, data = "message", ""
+    for line in block.decode().split("\n"):
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            data = line[6:]
+    return name, data
+
+
 class Follower:
     """One stream client that only takes the time: each read of its socket is kept with the
     time it arrived, and nothing else is done with it until the turn is over (the stamps
@@ -89,12 +100,7 @@ class Follower:
             body = body[size + 2 :]
         deltas: list[Any] = []
         for block in bytes(text).split(b"\n\n"):
-            name, data = "message", ""
-            for line in block.decode().split("\n"):
-                if line.startswith("event: "):
-                    name = line[7:]
-                elif line.startswith("data: "):
-                    data = line[6:]
+            name, data = parse_event(block)
             if name == "error":
                 raise RuntimeError(f"stream error: {data}")
             if name == "delta" and data:
