@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -166,13 +165,12 @@ def _proxied(helper, argv: list[str]) -> str:  # type: ignore[no-untyped-def]
 def _forwarder(lab, directory: Path) -> tuple[subprocess.Popen[str], int] | None:  # type: ignore[no-untyped-def]
     """The floor: egress_forwarder.c, built here, listening in the routed namespace and
     relaying to the server; None (and why) without a C compiler."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        print("  (no C compiler: no plain forwarder to compare with)")
+    from benchmarks.native import build  # the repository is on sys.path by now
+
+    binary = build("egress_forwarder", directory)
+    if isinstance(binary, str):
+        print(f"  ({binary}: no plain forwarder to compare with)")
         return None
-    binary = directory / "egress_forwarder"
-    source = Path(__file__).with_name("egress_forwarder.c")
-    subprocess.run([cc, "-O2", "-Wall", "-Werror", "-o", str(binary), str(source)], check=True)
     proc = subprocess.Popen(
         ["nsenter", f"--net=/run/netns/{lab.world.name}", str(binary), SERVER_ADDRESS, "443"],
         stdout=subprocess.PIPE, text=True,

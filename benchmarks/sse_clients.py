@@ -32,6 +32,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+try:
+    from benchmarks.native import build
+except ImportError:  # run as a script: benchmarks/ is on sys.path, not the repository
+    from native import build  # type: ignore[no-redef]
+
 STAMP = re.compile(rb"<(\d{6,})>")
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux's, for Pythons that lack it
 """A socket option: each read comes with the kernel's receive time (a struct timespec)."""
@@ -299,20 +304,12 @@ class NativeReader:
 def choose_reader(directory: Path, python: bool = False) -> tuple[Callable[[], Reader], str]:
     """A maker of readers and what it is: the C reader, built into ``directory``, or without
     a C compiler (or asked for: ``python``) the Python one, said so."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    why = "asked for" if python else "no C compiler to build benchmarks/sse_reader.c"
-    if cc is not None and not python:
-        binary = directory / "sse_reader"
-        source = Path(__file__).with_name("sse_reader.c")
-        built = subprocess.run(
-            [cc, "-O2", "-Wall", "-Werror", "-o", str(binary), str(source)],
-            capture_output=True,
-            text=True,
-        )
-        if built.returncode == 0:
-            return (lambda: NativeReader(binary, directory)), "benchmarks/sse_reader.c (C, epoll)"
-        first = (built.stderr.strip().splitlines() or ["?"])[0]
-        why = f"benchmarks/sse_reader.c did not build: {first}"
+    why = "asked for"
+    if not python:
+        built = build("sse_reader", directory)
+        if isinstance(built, Path):
+            return (lambda: NativeReader(built, directory)), "benchmarks/sse_reader.c (C, epoll)"
+        why = built
     return PythonReader, (
         f"a Python thread of the benchmark's process ({why}), sharing the cores with the server"
     )

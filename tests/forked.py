@@ -69,20 +69,16 @@ class ForkedProcess:
         return answer
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                status = self._answer(0)["status"]
-            except (BlockingIOError, TimeoutError):
-                return None
-            self.returncode = os.waitstatus_to_exitcode(status)
-            self._answers.close()
-        return self.returncode
+        try:
+            return self.wait(0)
+        except subprocess.TimeoutExpired:
+            return None
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
             try:
                 status = self._answer(timeout)["status"]
-            except TimeoutError:
+            except (BlockingIOError, TimeoutError):  # BlockingIOError: timeout 0
                 raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
             self.returncode = os.waitstatus_to_exitcode(status)
             self._answers.close()
@@ -100,13 +96,15 @@ class ForkedProcess:
 
     def communicate(self, timeout: float | None = None) -> tuple[Any, Any]:
         """Closes stdin, reads stdout and stderr to their end (beside each other, so that
-        neither pipe fills), waits."""
+        neither pipe fills) and closes them, waits."""
         if self.stdin is not None:
             self.stdin.close()
         read: dict[str, Any] = {}
 
         def drain(name: str, stream: IO[Any] | None) -> None:
-            read[name] = stream.read() if stream is not None else None
+            if stream is not None:
+                with stream:
+                    read[name] = stream.read()
 
         readers = [
             threading.Thread(target=drain, args=(name, stream), daemon=True)
